@@ -1,0 +1,31 @@
+# Two entry points, both self-contained on a machine with only Python 3.11:
+#   make run   -> creates .venv on first use, prints this machine's node report
+#   make test  -> creates .venv on first use, runs ruff and the test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: run test lint bench clean
+
+$(BIN)/stowage: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+run: $(BIN)/stowage
+	$(BIN)/stowage agent --once --output json
+
+test: $(BIN)/stowage
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+lint: $(BIN)/stowage
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: $(BIN)/stowage
+	$(BIN)/python -m hack.bench.agent_cost
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

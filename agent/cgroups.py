@@ -1,0 +1,174 @@
+"""Finding the kubepods cgroups and reading their files, on cgroup v1, v2 and hybrid hosts.
+
+Kubelet puts pods under one tree whose name depends on the cgroup driver:
+
+=========  ==================================  =============================
+driver     pods root                           QoS children
+=========  ==================================  =============================
+systemd    ``kubepods.slice``                  ``kubepods-burstable.slice``,
+                                               ``kubepods-besteffort.slice``
+cgroupfs   ``kubepods``                        ``burstable``, ``besteffort``
+=========  ==================================  =============================
+
+On v2 that tree sits under the unified mount; on v1 it repeats under each controller
+(``memory/``, ``cpu,cpuacct/`` …). A *hybrid* host (v1 controllers plus an empty cgroup2
+at ``unified/``) still has per-cgroup PSI files in the unified tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from agent.collectors.base import CollectorError, read_text
+
+QOS_CLASSES: Final = ("burstable", "besteffort")
+_V1_CPU_DIRS: Final = ("cpu,cpuacct", "cpu", "cpuacct,cpu")
+# v1 reports "no limit" as LONG_MAX rounded down to the page size.
+_V1_UNLIMITED: Final = 2**62
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupLayout:
+    """Where the pods tree of this host lives."""
+
+    version: int
+    """1 (v1 or hybrid) or 2 (unified)."""
+    driver: str
+    """``systemd`` or ``cgroupfs``."""
+    root: Path
+    """The cgroup mount root (``/sys/fs/cgroup``)."""
+    unified: Path | None
+    """The cgroup2 mount: the root on v2, ``unified/`` on hybrid hosts, None on pure v1."""
+
+    def pods_dir(self, qos: str | None = None, controller: str = "memory") -> Path:
+        """The kubepods directory (``qos`` None) or one QoS child, for a v1 controller."""
+        base = self.root if self.version == 2 else self._v1_controller_dir(controller)
+        return base / _relative(self.driver, qos)
+
+    def psi_dir(self, qos: str | None = None) -> Path | None:
+        """The directory holding ``*.pressure`` files for this level, if the host has one."""
+        if self.unified is None:
+            return None
+        path = self.unified / _relative(self.driver, qos)
+        return path if (path / "cpu.pressure").exists() else None
+
+    def _v1_controller_dir(self, controller: str) -> Path:
+        if controller != "cpu":
+            return self.root / controller
+        for name in _V1_CPU_DIRS:
+            if (self.root / name).is_dir():
+                return self.root / name
+        return self.root / "cpu"
+
+
+def _relative(driver: str, qos: str | None) -> Path:
+    if driver == "systemd":
+        base = Path("kubepods.slice")
+        return base if qos is None else base / f"kubepods-{qos}.slice"
+    base = Path("kubepods")
+    return base if qos is None else base / qos
+
+
+def detect(root: Path) -> CgroupLayout | None:
+    """The layout of the pods tree under ``root``, or None when no kubepods tree exists."""
+    if (root / "cgroup.controllers").exists():
+        version, unified, search = 2, root, [root]
+    else:
+        unified = root / "unified" if (root / "unified" / "cgroup.procs").exists() else None
+        version = 1
+        search = [root / "memory", *(root / d for d in _V1_CPU_DIRS)]
+        if unified is not None:
+            search.append(unified)
+    for base in search:
+        if (base / "kubepods.slice").is_dir():
+            return CgroupLayout(version, "systemd", root, unified)
+        if (base / "kubepods").is_dir():
+            return CgroupLayout(version, "cgroupfs", root, unified)
+    return None
+
+
+def version_of(root: Path) -> int | None:
+    """2 for a unified mount, 1 for v1/hybrid, None when nothing cgroup-like is there."""
+    if (root / "cgroup.controllers").exists():
+        return 2
+    if (root / "memory").is_dir() or (root / "cpu").is_dir():
+        return 1
+    return None
+
+
+def read_int(path: Path) -> int:
+    text = read_text(path).strip()
+    try:
+        return int(text)
+    except ValueError as e:
+        raise CollectorError(f"parse {path}: expected an integer, got {text[:40]!r}") from e
+
+
+def read_keyed(path: Path) -> dict[str, int]:
+    """A flat ``key value`` file such as ``memory.stat`` or ``cpu.stat``."""
+    out: dict[str, int] = {}
+    for n, line in enumerate(read_text(path).splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 2:
+            raise CollectorError(f"parse {path}:{n}: expected 'key value', got {line[:60]!r}")
+        try:
+            out[parts[0]] = int(parts[1])
+        except ValueError as e:
+            raise CollectorError(f"parse {path}:{n}: {parts[1][:30]!r} is not an integer") from e
+    return out
+
+
+def memory_limit_b(directory: Path, version: int) -> int | None:
+    """The memory limit of a cgroup in bytes; None when unlimited."""
+    if version == 2:
+        text = read_text(directory / "memory.max").strip()
+        if text == "max":
+            return None
+        try:
+            return int(text)
+        except ValueError as e:
+            raise CollectorError(f"parse {directory / 'memory.max'}: {text[:40]!r}") from e
+    value = read_int(directory / "memory.limit_in_bytes")
+    return None if value >= _V1_UNLIMITED else value
+
+
+def memory_usage(directory: Path, version: int) -> tuple[int, int]:
+    """``(current, working_set)`` bytes; working set = usage − inactive file (cAdvisor)."""
+    if version == 2:
+        current = read_int(directory / "memory.current")
+        inactive = read_keyed(directory / "memory.stat").get("inactive_file", 0)
+    else:
+        current = read_int(directory / "memory.usage_in_bytes")
+        stat = read_keyed(directory / "memory.stat")
+        inactive = stat.get("total_inactive_file", stat.get("inactive_file", 0))
+    return current, max(0, current - inactive)
+
+
+def cpu_quota_m(directory: Path, version: int) -> int | None:
+    """The CFS quota as millicores; None when unlimited."""
+    if version == 2:
+        text = read_text(directory / "cpu.max").split()
+        if not text or text[0] == "max":
+            return None
+        try:
+            quota, period = int(text[0]), int(text[1]) if len(text) > 1 else 100_000
+        except ValueError as e:
+            raise CollectorError(f"parse {directory / 'cpu.max'}: {' '.join(text)[:40]!r}") from e
+    else:
+        quota = read_int(directory / "cpu.cfs_quota_us")
+        if quota < 0:
+            return None
+        period = read_int(directory / "cpu.cfs_period_us")
+    if period <= 0:
+        raise CollectorError(f"{directory}: CFS period {period} is not positive")
+    return quota * 1000 // period
+
+
+def cpu_weight(directory: Path, version: int) -> int | None:
+    """``cpu.weight`` on v2, ``cpu.shares`` on v1 (as written: the units differ)."""
+    path = directory / ("cpu.weight" if version == 2 else "cpu.shares")
+    return read_int(path) if path.exists() else None

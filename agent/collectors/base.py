@@ -1,0 +1,120 @@
+"""What a collector is, and how one runs without hurting the others.
+
+A collector reads one signal from the host (through :class:`~agent.hostpaths.HostPaths`)
+and returns its section of the report. Two outcomes besides success:
+
+* :class:`NoData` — the source does not exist on this node (no PSI, no GPU, cgroup v1,
+  first rate sample). The section becomes ``Absent(reason)``; this is normal.
+* :class:`CollectorError` — a real failure (permission denied, a parse error). The section
+  becomes ``Absent("error: …")`` and the failure is logged and counted.
+
+:func:`run_one` runs a collector in a worker thread under a timeout and turns every
+outcome, including a bug, into a section or an ``Absent``: one collector never breaks
+another or the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent import metrics as agent_metrics
+from common import codec
+from common.errors import SchemaError
+from common.schema import Absent
+
+log = logging.getLogger(__name__)
+
+_MAX_REASON = 300
+
+
+class NoData(Exception):  # noqa: N818 - a control signal, not an error (see module docstring)
+    """The signal does not exist on this node; ``reason`` is a short kebab-case code."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class CollectorError(Exception):
+    """A real failure while reading or parsing a signal."""
+
+
+class Collector(Protocol):
+    """One signal. ``collect`` is synchronous and blocking; it runs in a worker thread."""
+
+    name: str
+
+    def collect(self) -> Any:
+        """Return this collector's report section, or raise NoData / CollectorError."""
+        ...
+
+
+def read_text(path: Path) -> str:
+    """Read a small kernel file; OSError becomes CollectorError naming the path.
+
+    A missing file is a real failure here; collectors that treat absence as "not on
+    this node" check for it first and raise :class:`NoData`.
+    """
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CollectorError(f"read {path}: {getattr(e, 'strerror', None) or e}") from e
+
+
+@dataclass
+class Runner:
+    """Runs collectors with isolation, timing and one log line per state change."""
+
+    metrics: agent_metrics.AgentMetrics
+    timeout_s: float = 5.0
+    _last_state: dict[str, str] = field(default_factory=dict)
+    _busy: set[str] = field(default_factory=set)
+
+    async def run_one(self, collector: Collector) -> Any:
+        """Collect one section; never raises (except cancellation)."""
+        name = collector.name
+        if name in self._busy:
+            return self._absent(name, "busy: previous collection still running", error=True)
+        self._busy.add(name)
+        timer = self.metrics.collector_duration.labels(name).time()
+        thread = asyncio.ensure_future(asyncio.to_thread(collector.collect))
+        thread.add_done_callback(lambda _: self._busy.discard(name))
+        try:
+            with timer:
+                section = await asyncio.wait_for(asyncio.shield(thread), self.timeout_s)
+            section = codec.validate(section)
+        except NoData as e:
+            return self._absent(name, e.reason, error=False)
+        except TimeoutError:
+            return self._absent(name, f"timeout: collection took over {self.timeout_s:g} s",
+                                error=True)
+        except CollectorError as e:
+            return self._absent(name, f"error: {e}", error=True)
+        except SchemaError as e:
+            return self._absent(name, f"error: invalid section: {e}", error=True)
+        except Exception as e:  # a bug must not take the agent down; it is logged in full
+            log.exception("collector %s failed unexpectedly", name)
+            return self._absent(name, f"error: internal: {type(e).__name__}: {e}", error=True)
+        self.metrics.collector_success.labels(name).set(1)
+        self._transition(name, "ok", logging.INFO)
+        return section
+
+    def _absent(self, name: str, reason: str, *, error: bool) -> Absent:
+        reason = reason[:_MAX_REASON]
+        self.metrics.collector_success.labels(name).set(0 if error else 1)
+        self.metrics.collector_absent.labels(name, reason.split(":", 1)[0]).inc()
+        self._transition(name, reason, logging.ERROR if error else logging.DEBUG)
+        return Absent(reason)
+
+    def _transition(self, name: str, state: str, level: int) -> None:
+        previous = self._last_state.get(name)
+        if previous == state:
+            return
+        self._last_state[name] = state
+        if state == "ok" and previous is None:
+            return  # the common start: nothing to say
+        log.log(level, "collector %s: %s", name, state if state != "ok" else "recovered")

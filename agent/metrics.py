@@ -1,0 +1,52 @@
+"""The agent's own metrics, on a registry it owns (never the process-global one)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+@dataclass
+class AgentMetrics:
+    """Every metric the agent exports; one instance per agent process (or per test)."""
+
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.collector_duration = Histogram(
+            "stowage_agent_collector_duration_seconds",
+            "Time one collector took to read its signal.",
+            ["collector"],
+            registry=r,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5),
+        )
+        self.collector_success = Gauge(
+            "stowage_agent_collector_success",
+            "1 if the collector's last run produced data or a normal absence, 0 on error.",
+            ["collector"],
+            registry=r,
+        )
+        self.collector_absent = Counter(
+            "stowage_agent_collector_absent",
+            "Sections reported absent, by reason class.",
+            ["collector", "reason"],
+            registry=r,
+        )
+        self.reports_sent = Counter(
+            "stowage_agent_reports_sent",
+            "Reports the coordinator accepted.",
+            registry=r,
+        )
+        self.report_failures = Counter(
+            "stowage_agent_report_failures",
+            "Failed report deliveries, by cause.",
+            ["cause"],
+            registry=r,
+        )
+        self.reports_dropped = Counter(
+            "stowage_agent_reports_superseded",
+            "Reports replaced by a newer one before they could be delivered.",
+            registry=r,
+        )

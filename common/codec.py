@@ -1,0 +1,302 @@
+"""Strict msgpack codec for :mod:`common.schema`.
+
+Decoding is driven by the dataclasses' type hints, compiled once per type into small
+closures, so a report is validated in one pass: unknown or missing keys, wrong types,
+NaN/inf, values outside a field's ``Range`` and oversized strings or lists all raise
+:class:`SchemaError` with the field path (``psi.system.cpu.some.avg10_pct: …``).
+Nothing is coerced silently: an integer field refuses ``3.0`` and ``True``; a float field
+accepts an integer, which msgpack writes for whole floats from other encoders.
+
+On the wire, :class:`Absent` is the map ``{"absent": reason}``; sections are maps keyed by
+field name. The same plain form is what ``stowage agent --output json`` prints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Callable
+from functools import cache
+from typing import Any, Final, TypeVar
+
+import msgpack
+
+from common.errors import SchemaError
+from common.schema import SCHEMA_VERSION, Absent, Directives, MaxLen, NodeReport, Range
+
+MAX_REPORT_BYTES: Final = 1 << 20
+"""Largest encoded report accepted (1 MiB); a 110-pod, 8-GPU node encodes to ~60 KiB."""
+_MAX_STR: Final = 1 << 16
+
+T = TypeVar("T")
+_Decoder = Callable[[Any, str], Any]
+
+
+def to_plain(obj: Any) -> Any:
+    """A dataclass tree as plain dicts, lists and scalars (msgpack- and JSON-ready)."""
+    if isinstance(obj, Absent):
+        return {"absent": obj.reason}
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in _fields(type(obj))}
+    if isinstance(obj, list):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    return obj
+
+
+def from_plain(tp: type[T], data: Any) -> T:
+    """Validate plain data against ``tp`` and build it; raise :class:`SchemaError` if invalid."""
+    result: T = _decoder(tp)(data, "")
+    return result
+
+
+def validate(obj: T) -> T:
+    """Check a dataclass built in-process against its schema (same rules as decoding)."""
+    return from_plain(type(obj), to_plain(obj))
+
+
+def encode(obj: Any) -> bytes:
+    """msgpack bytes of a schema object."""
+    packed: bytes = msgpack.packb(to_plain(obj), use_bin_type=True)
+    return packed
+
+
+def decode(tp: type[T], payload: bytes, *, max_bytes: int = MAX_REPORT_BYTES) -> T:
+    """Decode and validate msgpack bytes as ``tp``."""
+    if len(payload) > max_bytes:
+        raise SchemaError(f"payload of {len(payload)} bytes exceeds the {max_bytes}-byte limit")
+    try:
+        data = msgpack.unpackb(
+            payload,
+            raw=False,
+            strict_map_key=True,
+            use_list=True,
+            max_str_len=_MAX_STR,
+            max_bin_len=0,
+            ext_hook=_refuse_ext,
+        )
+    except SchemaError:
+        raise
+    except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:
+        raise SchemaError(f"malformed msgpack: {e}") from e
+    except (ValueError, TypeError, UnicodeDecodeError) as e:
+        raise SchemaError(f"malformed msgpack: {e}") from e
+    if isinstance(data, dict) and "schema_version" in data:
+        version = data["schema_version"]
+        if version != SCHEMA_VERSION or isinstance(version, bool):
+            raise SchemaError(
+                f"schema_version: unsupported version {version!r}; this build reads {SCHEMA_VERSION}"
+            )
+    return from_plain(tp, data)
+
+
+def decode_report(payload: bytes, *, max_bytes: int = MAX_REPORT_BYTES) -> NodeReport:
+    return decode(NodeReport, payload, max_bytes=max_bytes)
+
+
+def decode_directives(payload: bytes) -> Directives:
+    return decode(Directives, payload, max_bytes=64 * 1024)
+
+
+def _refuse_ext(code: int, data: bytes) -> Any:
+    raise SchemaError(f"malformed msgpack: extension type {code} is not allowed")
+
+
+# ---------------------------------------------------------------- compiled decoders
+
+
+@cache
+def _fields(tp: type) -> tuple[dataclasses.Field[Any], ...]:
+    return dataclasses.fields(tp)
+
+
+@cache
+def _decoder(tp: Any) -> _Decoder:
+    """Build the validating decoder for one type annotation (cached per type)."""
+    bounds: Range | None = None
+    max_len: int | None = None
+    if typing.get_origin(tp) is typing.Annotated:
+        base, *meta = typing.get_args(tp)
+        for m in meta:
+            if isinstance(m, Range):
+                bounds = m
+            elif isinstance(m, MaxLen):
+                max_len = m.n
+        tp = base
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return _union_decoder(typing.get_args(tp))
+    if origin is list:
+        return _list_decoder(_decoder(typing.get_args(tp)[0]), max_len)
+    if origin is dict:
+        key_tp, value_tp = typing.get_args(tp)
+        return _dict_decoder(_decoder(key_tp), _decoder(value_tp), max_len)
+    if tp is Absent:
+        return _decode_absent
+    if dataclasses.is_dataclass(tp):
+        return _dataclass_decoder(tp)
+    if tp is bool:
+        return _decode_bool
+    if tp is int:
+        return _int_decoder(bounds)
+    if tp is float:
+        return _float_decoder(bounds)
+    if tp is str:
+        return _str_decoder(max_len if max_len is not None else _MAX_STR)
+    if tp is type(None):
+        return _decode_none
+    raise TypeError(f"codec cannot handle type {tp!r}")
+
+
+def _where(path: str) -> str:
+    return path or "<root>"
+
+
+def _type_name(value: Any) -> str:
+    return "nil" if value is None else type(value).__name__
+
+
+def _decode_none(value: Any, path: str) -> None:
+    if value is not None:
+        raise SchemaError(f"{_where(path)}: expected nil, got {_type_name(value)}")
+
+
+def _decode_bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise SchemaError(f"{_where(path)}: expected a boolean, got {_type_name(value)}")
+    return value
+
+
+def _int_decoder(bounds: Range | None) -> _Decoder:
+    lo = bounds.lo if bounds else -(2**63)
+    hi = bounds.hi if bounds else 2**63 - 1
+
+    def decode_int(value: Any, path: str) -> int:
+        if type(value) is not int:
+            raise SchemaError(f"{_where(path)}: expected an integer, got {_type_name(value)}")
+        if not lo <= value <= hi:
+            raise SchemaError(f"{_where(path)}: {value} is outside [{lo:g}, {hi:g}]")
+        return value
+
+    return decode_int
+
+
+def _float_decoder(bounds: Range | None) -> _Decoder:
+    lo = bounds.lo if bounds else -math.inf
+    hi = bounds.hi if bounds else math.inf
+
+    def decode_float(value: Any, path: str) -> float:
+        if type(value) is int:
+            value = float(value)
+        elif type(value) is not float:
+            raise SchemaError(f"{_where(path)}: expected a number, got {_type_name(value)}")
+        if not math.isfinite(value):
+            raise SchemaError(f"{_where(path)}: {value} is not a finite number")
+        if not lo <= value <= hi:
+            raise SchemaError(f"{_where(path)}: {value} is outside [{lo:g}, {hi:g}]")
+        return value
+
+    return decode_float
+
+
+def _str_decoder(max_len: int) -> _Decoder:
+    def decode_str(value: Any, path: str) -> str:
+        if type(value) is not str:
+            raise SchemaError(f"{_where(path)}: expected a string, got {_type_name(value)}")
+        if len(value) > max_len:
+            raise SchemaError(f"{_where(path)}: string of {len(value)} chars exceeds {max_len}")
+        return value
+
+    return decode_str
+
+
+def _decode_absent(value: Any, path: str) -> Absent:
+    if type(value) is not dict or set(value) != {"absent"}:
+        raise SchemaError(f"{_where(path)}: expected {{'absent': reason}}")
+    reason = value["absent"]
+    if type(reason) is not str or not reason or len(reason) > 4096:
+        raise SchemaError(f"{_where(path)}.absent: expected a non-empty reason string")
+    return Absent(reason)
+
+
+def _is_absent(value: Any) -> bool:
+    return type(value) is dict and len(value) == 1 and type(value.get("absent")) is str
+
+
+def _union_decoder(options: tuple[Any, ...]) -> _Decoder:
+    nullable = type(None) in options
+    absentable = Absent in options
+    rest = [o for o in options if o not in (type(None), Absent)]
+    if len(rest) != 1:
+        raise TypeError(f"codec supports X | None | Absent unions only, got {options!r}")
+    inner = _decoder(rest[0])
+
+    def decode_union(value: Any, path: str) -> Any:
+        if value is None and nullable:
+            return None
+        if absentable and _is_absent(value):
+            return _decode_absent(value, path)
+        return inner(value, path)
+
+    return decode_union
+
+
+def _list_decoder(item: _Decoder, max_len: int | None) -> _Decoder:
+    cap = max_len if max_len is not None else 4096
+
+    def decode_list(value: Any, path: str) -> list[Any]:
+        if type(value) is not list:
+            raise SchemaError(f"{_where(path)}: expected a list, got {_type_name(value)}")
+        if len(value) > cap:
+            raise SchemaError(f"{_where(path)}: list of {len(value)} items exceeds {cap}")
+        return [item(v, f"{path}[{i}]") for i, v in enumerate(value)]
+
+    return decode_list
+
+
+def _dict_decoder(key: _Decoder, item: _Decoder, max_len: int | None) -> _Decoder:
+    cap = max_len if max_len is not None else 4096
+
+    def decode_dict(value: Any, path: str) -> dict[Any, Any]:
+        if type(value) is not dict:
+            raise SchemaError(f"{_where(path)}: expected a map, got {_type_name(value)}")
+        if len(value) > cap:
+            raise SchemaError(f"{_where(path)}: map of {len(value)} entries exceeds {cap}")
+        return {key(k, f"{path}.<key>"): item(v, f"{path}[{k!r}]") for k, v in value.items()}
+
+    return decode_dict
+
+
+def _dataclass_decoder(tp: type) -> _Decoder:
+    hints = typing.get_type_hints(tp, include_extras=True)
+    fields = [
+        (f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        for f in _fields(tp)
+    ]
+    names = frozenset(name for name, _ in fields)
+    # Resolve field decoders lazily so mutually nested types compile without recursion issues.
+    field_decoders: dict[str, _Decoder] = {}
+
+    def decode_dataclass(value: Any, path: str) -> Any:
+        if type(value) is not dict:
+            raise SchemaError(f"{_where(path)}: expected a map, got {_type_name(value)}")
+        unknown = value.keys() - names
+        if unknown:
+            raise SchemaError(f"{_where(path)}: unknown field {sorted(map(str, unknown))[0]!r}")
+        kwargs = {}
+        prefix = f"{path}." if path else ""
+        for name, required in fields:
+            if name not in value:
+                if required:
+                    raise SchemaError(f"{prefix}{name}: missing")
+                continue
+            dec = field_decoders.get(name)
+            if dec is None:
+                dec = field_decoders[name] = _decoder(hints[name])
+            kwargs[name] = dec(value[name], prefix + name)
+        return tp(**kwargs)
+
+    return decode_dataclass
