@@ -45,7 +45,9 @@ class PodsSettings:
 
     def __post_init__(self) -> None:
         if self.source not in ("auto", "apiserver", "kubelet", "none"):
-            raise ConfigError(f"pods source {self.source!r}: expected auto, apiserver, kubelet or none")
+            raise ConfigError(
+                f"pods source {self.source!r}: expected auto, apiserver, kubelet or none"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

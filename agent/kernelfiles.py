@@ -1,0 +1,74 @@
+"""Parsers for the small kernel file formats several collectors share.
+
+Pure functions over text, tested on recorded files: ``/proc/meminfo`` (and the per-node
+``meminfo`` in sysfs), CPU lists (``0-3,8-11``), ``/proc/vmstat`` and the bracketed
+choice files of sysfs (``always [madvise] never``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+_NODE_PREFIX: Final = re.compile(r"^Node\s+\d+\s+")
+_UNITS: Final = {"kB": 1024, "": 1}
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """``/proc/meminfo`` or ``nodeN/meminfo`` → bytes per key (``HugePages_*`` stay counts).
+
+    Raises ValueError on a line that is not ``Key: value [kB]``.
+    """
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        line = _NODE_PREFIX.sub("", line.strip())
+        if not line:
+            continue
+        key, sep, rest = line.partition(":")
+        parts = rest.split()
+        if not sep or not 1 <= len(parts) <= 2 or (len(parts) == 2 and parts[1] not in _UNITS):
+            raise ValueError(f"unexpected meminfo line {line[:60]!r}")
+        value = int(parts[0])
+        if value < 0:
+            raise ValueError(f"negative value in {line[:60]!r}")
+        out[key.strip()] = value * _UNITS[parts[1] if len(parts) == 2 else ""]
+    return out
+
+
+def parse_cpulist(text: str) -> list[int]:
+    """``0-3,8,10-11`` → sorted CPU ids; an empty list for an empty file.
+
+    Raises ValueError on anything else (the kernel's ``%*pbl`` format has no spaces).
+    """
+    cpus: set[int] = set()
+    text = text.strip()
+    if not text:
+        return []
+    for part in text.split(","):
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"bad cpu list element {part[:20]!r}")
+        first, last = int(lo), int(hi) if sep else int(lo)
+        if last < first or last > 1 << 20:
+            raise ValueError(f"bad cpu range {part[:20]!r}")
+        cpus.update(range(first, last + 1))
+    return sorted(cpus)
+
+
+def parse_flat_counters(text: str) -> dict[str, int]:
+    """``/proc/vmstat``-style ``name value`` lines; lines that don't fit are an error."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 2:
+            raise ValueError(f"unexpected line {line[:60]!r}")
+        out[parts[0]] = int(parts[1])
+    return out
+
+
+def parse_choice(text: str) -> str | None:
+    """The bracketed choice of a sysfs mode file: ``always [madvise] never`` → ``madvise``."""
+    match = re.search(r"\[([^\]]+)\]", text)
+    return match.group(1) if match else None

@@ -1,0 +1,203 @@
+"""``stowage agent``: collect this node's signals every interval and report them.
+
+``--once`` prints one report and exits (rate collectors are sampled twice, a short
+window apart, so the report carries rates too). Otherwise the agent loops: collect all
+sections concurrently, hand the report to the reporter (which keeps only the newest
+one while the coordinator is away), sleep interval × (1 ± jitter), repeat until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import signal
+import socket
+import sys
+from typing import Any, BinaryIO
+
+from agent import registry
+from agent.collectors.base import Collector, Runner
+from agent.hostpaths import HostPaths
+from agent.metrics import AgentMetrics
+from agent.reporter import Reporter
+from agent.settings import AgentSettings, PodsSettings, ReporterSettings
+from common import codec
+from common.clock import Clock, SystemClock
+from common.errors import ConfigError, HostPathError
+from common.schema import SCHEMA_VERSION, SECTIONS, Absent, NodeReport
+from common.version import version
+
+log = logging.getLogger(__name__)
+
+
+class Agent:
+    """The collectors of one node and the report they make together."""
+
+    def __init__(self, settings: AgentSettings, clock: Clock, metrics: AgentMetrics) -> None:
+        self.settings = settings
+        self._clock = clock
+        self._collectors: dict[str, Collector] = {
+            name: registry.COLLECTORS[name].build(settings, clock) for name in settings.collectors
+        }
+        self._runner = Runner(metrics, settings.collector_timeout_s)
+        self._seq = 0
+
+    async def collect(self) -> NodeReport:
+        """Run every collector concurrently and assemble one report."""
+        names = list(self._collectors)
+        results = await asyncio.gather(*(self._runner.run_one(self._collectors[n]) for n in names))
+        sections: dict[str, Any] = {s: Absent("disabled") for s in SECTIONS}
+        sections.update(zip(names, results, strict=True))
+        self._seq += 1
+        return NodeReport(
+            schema_version=SCHEMA_VERSION,
+            node=self.settings.node_name,
+            agent_version=version(),
+            seq=self._seq,
+            measured_at=self._clock.wall(),
+            **sections,
+        )
+
+    async def prime(self) -> None:
+        """Take a first sample from collectors that report rates, so the next has deltas."""
+        await asyncio.gather(
+            *(
+                self._runner.run_one(c)
+                for name, c in self._collectors.items()
+                if registry.COLLECTORS[name].rates
+            )
+        )
+
+    def close(self) -> None:
+        for collector in self._collectors.values():
+            close = getattr(collector, "close", None)
+            if close is not None:
+                close()
+
+
+async def collect_once(agent: Agent, window_s: float) -> NodeReport:
+    """One report, rate collectors sampled ``window_s`` apart."""
+    await agent.prime()
+    await asyncio.sleep(window_s)
+    return await agent.collect()
+
+
+def write_report(report: NodeReport, output: str, out: BinaryIO) -> None:
+    if output == "msgpack":
+        out.write(codec.encode(report))
+    else:
+        out.write(json.dumps(codec.to_plain(report), indent=2).encode() + b"\n")
+    out.flush()
+
+
+async def run_loop(agent: Agent, reporter: Reporter, rng: random.Random) -> int:
+    """Collect and offer reports until SIGINT/SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    interval, jitter = agent.settings.interval_s, agent.settings.jitter_frac
+    await reporter.start()
+    log.info(
+        "agent for node %s reporting to %s every %g s",
+        agent.settings.node_name,
+        agent.settings.reporter.coordinator_url,
+        interval,
+    )
+    try:
+        # A random first wait spreads a fleet restarted at once (a DaemonSet rollout).
+        delay = rng.uniform(0, interval * jitter)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+            if stop.is_set():
+                break
+            started = loop.time()
+            reporter.offer(await agent.collect())
+            elapsed = loop.time() - started
+            delay = max(0.0, interval * (1 + rng.uniform(-jitter, jitter)) - elapsed)
+    finally:
+        await reporter.stop()
+    log.info("agent stopped")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--once", action="store_true", help="print one report and exit")
+    add("--output", choices=("json", "msgpack"), default="json", help="format for --once")
+    add("--coordinator", metavar="URL", help="coordinator base URL (loop mode)")
+    add("--token-file", help="bearer token file for the coordinator (re-read on every send)")
+    add("--ca-file", help="CA bundle for an https coordinator")
+    add("--node-name", default=os.environ.get("NODE_NAME") or socket.gethostname(),
+        help="this node's name (default: $NODE_NAME, else the hostname)")
+    add("--proc-root", default="/proc", help="host /proc (DaemonSet: /host/proc)")
+    add("--sys-root", default="/sys", help="host /sys (DaemonSet: /host/sys)")
+    add("--cgroup-root", help="host cgroup mount (default: <sys-root>/fs/cgroup)")
+    add("--kubelet-config", default="/var/lib/kubelet/config.yaml",
+        help="kubelet configuration file")
+    add("--interval", type=float, default=10.0, help="seconds between reports")
+    add("--jitter", type=float, default=0.1, help="fraction of the interval to randomise")
+    add("--sample-window", type=float, default=0.5,
+        help="--once: seconds between the two samples rates are computed from")
+    add("--collector-timeout", type=float, default=5.0, help="seconds per collector")
+    add("--collectors", default="", help="comma list of collectors to run (default: all)")
+    add("--disable", default="", help="comma list of collectors to skip")
+    add("--pods-source", default="auto", help="auto, apiserver, kubelet or none")
+    add("--kubeconfig", help="kubeconfig for the pods source (default: in-cluster)")
+    add("--kubelet-url", help="kubelet URL for the kubelet pods source")
+    add("--kubelet-ca-file", help="CA bundle for the kubelet's certificate")
+    add("--kubelet-token-file", help="bearer token file for the kubelet")
+
+
+def settings_from(args: argparse.Namespace) -> AgentSettings:
+    paths = HostPaths.under(args.proc_root, args.sys_root, args.cgroup_root, args.kubelet_config)
+    names = registry.select(_names(args.collectors), _names(args.disable))
+    return AgentSettings(
+        paths=paths,
+        node_name=args.node_name,
+        interval_s=args.interval,
+        jitter_frac=args.jitter,
+        collector_timeout_s=args.collector_timeout,
+        collectors=tuple(names),
+        pods=PodsSettings(
+            source=args.pods_source,
+            kubeconfig=args.kubeconfig,
+            kubelet_url=args.kubelet_url,
+            kubelet_ca_file=args.kubelet_ca_file,
+            token_file=args.kubelet_token_file,
+        ),
+        reporter=ReporterSettings(
+            coordinator_url=args.coordinator, token_file=args.token_file, ca_file=args.ca_file
+        ),
+    )
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from(args)
+        if not args.once and not args.coordinator:
+            raise ConfigError("--coordinator URL is required unless --once is given")
+    except (HostPathError, ConfigError) as e:
+        print(f"stowage agent: error: {e}", file=sys.stderr)
+        return 2
+    clock, metrics = SystemClock(), AgentMetrics()
+    agent = Agent(settings, clock, metrics)
+    try:
+        if args.once:
+            report = asyncio.run(collect_once(agent, args.sample_window))
+            write_report(report, args.output, sys.stdout.buffer)
+            return 0
+        reporter = Reporter(settings.reporter, metrics=metrics, clock=clock)
+        return asyncio.run(run_loop(agent, reporter, random.Random()))
+    finally:
+        agent.close()
