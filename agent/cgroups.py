@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from agent.collectors.base import CollectorError, read_text
+from common.clock import Clock
 
 QOS_CLASSES: Final = ("burstable", "besteffort")
 _V1_CPU_DIRS: Final = ("cpu,cpuacct", "cpu", "cpuacct,cpu")
@@ -87,6 +88,30 @@ def detect(root: Path) -> CgroupLayout | None:
         if (base / "kubepods").is_dir():
             return CgroupLayout(version, "cgroupfs", root, unified)
     return None
+
+
+class LayoutWatch:
+    """The pods tree layout, detected again at most every ``every_s`` seconds.
+
+    Detection stats a dozen paths; the tree appears once when kubelet starts and then
+    stays, so collectors ask this instead of detecting every cycle. A collector that
+    finds a file gone calls :meth:`invalidate`.
+    """
+
+    def __init__(self, root: Path, clock: Clock, every_s: float = 60.0) -> None:
+        self._root = root
+        self._clock = clock
+        self._every_s = every_s
+        self._cached: tuple[float, CgroupLayout | None] | None = None
+
+    def get(self) -> CgroupLayout | None:
+        now = self._clock.monotonic()
+        if self._cached is None or now - self._cached[0] >= self._every_s:
+            self._cached = (now, detect(self._root))
+        return self._cached[1]
+
+    def invalidate(self) -> None:
+        self._cached = None
 
 
 def version_of(root: Path) -> int | None:

@@ -10,29 +10,25 @@ from __future__ import annotations
 import re
 from typing import Final
 
-_NODE_PREFIX: Final = re.compile(r"^Node\s+\d+\s+")
-_UNITS: Final = {"kB": 1024, "": 1}
+# "MemTotal:  3762380 kB", "Node 0 MemFree: 1 kB", "HugePages_Total:  0" (a count).
+_MEMINFO_LINE: Final = re.compile(
+    r"^[ \t]*(?:Node[ \t]+\d+[ \t]+)?([^:\s]+):[ \t]*(\d+)( kB)?[ \t]*$", re.M
+)
 
 
 def parse_meminfo(text: str) -> dict[str, int]:
     """``/proc/meminfo`` or ``nodeN/meminfo`` → bytes per key (``HugePages_*`` stay counts).
 
-    Raises ValueError on a line that is not ``Key: value [kB]``.
+    Raises ValueError when any non-empty line is not ``Key: value [kB]``. One regular
+    expression pass instead of a Python loop per line: this file is read several times a
+    cycle.
     """
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        line = _NODE_PREFIX.sub("", line.strip())
-        if not line:
-            continue
-        key, sep, rest = line.partition(":")
-        parts = rest.split()
-        if not sep or not 1 <= len(parts) <= 2 or (len(parts) == 2 and parts[1] not in _UNITS):
-            raise ValueError(f"unexpected meminfo line {line[:60]!r}")
-        value = int(parts[0])
-        if value < 0:
-            raise ValueError(f"negative value in {line[:60]!r}")
-        out[key.strip()] = value * _UNITS[parts[1] if len(parts) == 2 else ""]
-    return out
+    text = text.strip()
+    matches = _MEMINFO_LINE.findall(text)
+    if len(matches) != (text.count("\n") + 1 if text else 0):
+        bad = next(line for line in text.splitlines() if not _MEMINFO_LINE.match(line))
+        raise ValueError(f"unexpected meminfo line {bad[:60]!r}")
+    return {key: int(value) * (1024 if kb else 1) for key, value, kb in matches}
 
 
 def parse_cpulist(text: str) -> list[int]:

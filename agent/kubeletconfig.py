@@ -38,6 +38,8 @@ class KubeletConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Reservations:
+    capacity_b: int
+    """The memory capacity percentages were resolved against."""
     kube_reserved_m: int
     system_reserved_m: int
     reserved_cpus_m: int
@@ -91,6 +93,7 @@ def reservations(data: dict[str, Any], memory_capacity_b: int) -> Reservations:
         kube.pop("cpu", None)
         system.pop("cpu", None)
     return Reservations(
+        capacity_b=memory_capacity_b,
         kube_reserved_m=_milli(kube, "cpu", "kubeReserved"),
         system_reserved_m=_milli(system, "cpu", "systemReserved"),
         reserved_cpus_m=reserved_cpus_m,

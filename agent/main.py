@@ -48,11 +48,11 @@ class Agent:
         self._seq = 0
 
     async def collect(self) -> NodeReport:
-        """Run every collector concurrently and assemble one report."""
-        names = list(self._collectors)
-        results = await asyncio.gather(*(self._runner.run_one(self._collectors[n]) for n in names))
+        """Run every collector, one after another, and assemble one report."""
         sections: dict[str, Any] = {s: Absent("disabled") for s in SECTIONS}
-        sections.update(zip(names, results, strict=True))
+        for name, collector in self._collectors.items():
+            spec = registry.COLLECTORS[name]
+            sections[name] = await self._runner.run_one(collector, isolated=spec.isolated)
         self._seq += 1
         return NodeReport(
             schema_version=SCHEMA_VERSION,
@@ -65,15 +65,12 @@ class Agent:
 
     async def prime(self) -> None:
         """Take a first sample from collectors that report rates, so the next has deltas."""
-        await asyncio.gather(
-            *(
-                self._runner.run_one(c)
-                for name, c in self._collectors.items()
-                if registry.COLLECTORS[name].rates
-            )
-        )
+        for name, collector in self._collectors.items():
+            if registry.COLLECTORS[name].rates:
+                await self._runner.run_one(collector)
 
     def close(self) -> None:
+        self._runner.close()
         for collector in self._collectors.values():
             close = getattr(collector, "close", None)
             if close is not None:
@@ -134,17 +131,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--coordinator", metavar="URL", help="coordinator base URL (loop mode)")
     add("--token-file", help="bearer token file for the coordinator (re-read on every send)")
     add("--ca-file", help="CA bundle for an https coordinator")
-    add("--node-name", default=os.environ.get("NODE_NAME") or socket.gethostname(),
-        help="this node's name (default: $NODE_NAME, else the hostname)")
+    add(
+        "--node-name",
+        default=os.environ.get("NODE_NAME") or socket.gethostname(),
+        help="this node's name (default: $NODE_NAME, else the hostname)",
+    )
     add("--proc-root", default="/proc", help="host /proc (DaemonSet: /host/proc)")
     add("--sys-root", default="/sys", help="host /sys (DaemonSet: /host/sys)")
     add("--cgroup-root", help="host cgroup mount (default: <sys-root>/fs/cgroup)")
-    add("--kubelet-config", default="/var/lib/kubelet/config.yaml",
-        help="kubelet configuration file")
+    add(
+        "--kubelet-config",
+        default="/var/lib/kubelet/config.yaml",
+        help="kubelet configuration file",
+    )
     add("--interval", type=float, default=10.0, help="seconds between reports")
     add("--jitter", type=float, default=0.1, help="fraction of the interval to randomise")
-    add("--sample-window", type=float, default=0.5,
-        help="--once: seconds between the two samples rates are computed from")
+    add(
+        "--sample-window",
+        type=float,
+        default=0.5,
+        help="--once: seconds between the two samples rates are computed from",
+    )
     add("--collector-timeout", type=float, default=5.0, help="seconds per collector")
     add("--collectors", default="", help="comma list of collectors to run (default: all)")
     add("--disable", default="", help="comma list of collectors to skip")
@@ -171,6 +178,8 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             kubelet_url=args.kubelet_url,
             kubelet_ca_file=args.kubelet_ca_file,
             token_file=args.kubelet_token_file,
+            # Below the collector timeout, so a slow API server reads as "unreachable".
+            timeout_s=0.8 * args.collector_timeout,
         ),
         reporter=ReporterSettings(
             coordinator_url=args.coordinator, token_file=args.token_file, ca_file=args.ca_file

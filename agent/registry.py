@@ -25,6 +25,9 @@ class CollectorSpec:
     rates: bool = False
     """True when the collector derives rates from consecutive samples, so a one-shot run
     samples it twice to report them."""
+    isolated: bool = False
+    """True when the collector may block outside the kernel (NVML, the network): it gets
+    its own worker thread so a hang cannot hold up the file readers."""
 
 
 COLLECTORS: Final[Mapping[str, CollectorSpec]] = {
@@ -32,9 +35,9 @@ COLLECTORS: Final[Mapping[str, CollectorSpec]] = {
     memfrag.NAME: CollectorSpec(memfrag.build, rates=True),
     allocatable.NAME: CollectorSpec(allocatable.build),
     numa.NAME: CollectorSpec(numa.build),
-    gpus.NAME: CollectorSpec(gpus.build),
+    gpus.NAME: CollectorSpec(gpus.build, isolated=True),
     usage.NAME: CollectorSpec(usage.build, rates=True),
-    pods.NAME: CollectorSpec(pods.build),
+    pods.NAME: CollectorSpec(pods.build, isolated=True),
 }
 
 

@@ -36,15 +36,7 @@ _Decoder = Callable[[Any, str], Any]
 
 def to_plain(obj: Any) -> Any:
     """A dataclass tree as plain dicts, lists and scalars (msgpack- and JSON-ready)."""
-    if isinstance(obj, Absent):
-        return {"absent": obj.reason}
-    if dataclasses.is_dataclass(obj):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in _fields(type(obj))}
-    if isinstance(obj, list):
-        return [to_plain(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: to_plain(v) for k, v in obj.items()}
-    return obj
+    return _encoder(type(obj))(obj)
 
 
 def from_plain(tp: type[T], data: Any) -> T:
@@ -88,7 +80,8 @@ def decode(tp: type[T], payload: bytes, *, max_bytes: int = MAX_REPORT_BYTES) ->
         version = data["schema_version"]
         if version != SCHEMA_VERSION or isinstance(version, bool):
             raise SchemaError(
-                f"schema_version: unsupported version {version!r}; this build reads {SCHEMA_VERSION}"
+                f"schema_version: unsupported version {version!r};"
+                f" this build reads {SCHEMA_VERSION}"
             )
     return from_plain(tp, data)
 
@@ -103,6 +96,69 @@ def decode_directives(payload: bytes) -> Directives:
 
 def _refuse_ext(code: int, data: bytes) -> Any:
     raise SchemaError(f"malformed msgpack: extension type {code} is not allowed")
+
+
+# ---------------------------------------------------------------- compiled encoders
+#
+# Encoding walks the declared types, not the values, so each field costs one call and no
+# isinstance chain. Values of the wrong type pass through unchanged: validation (or
+# msgpack) rejects them, not the encoder.
+
+_Encoder = Callable[[Any], Any]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@cache
+def _encoder(tp: Any) -> _Encoder:
+    if typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        rest = [o for o in typing.get_args(tp) if o not in (type(None), Absent)]
+        inner = _encoder(rest[0]) if len(rest) == 1 else _same
+
+        def encode_union(value: Any) -> Any:
+            if value is None:
+                return None
+            if type(value) is Absent:
+                return {"absent": value.reason}
+            return inner(value)
+
+        return encode_union
+    if origin is list:
+        item = _encoder(typing.get_args(tp)[0])
+        if item is _same:
+            return list
+        return lambda value: [item(v) for v in value]
+    if origin is dict:
+        item = _encoder(typing.get_args(tp)[1])
+        if item is _same:
+            return dict
+        return lambda value: {k: item(v) for k, v in value.items()}
+    if tp is Absent:
+        return lambda value: {"absent": value.reason}
+    if dataclasses.is_dataclass(tp):
+        return _dataclass_encoder(tp)
+    return _same
+
+
+def _dataclass_encoder(tp: type) -> _Encoder:
+    hints = typing.get_type_hints(tp, include_extras=True)
+    names = [f.name for f in _fields(tp)]
+    # Resolved on first use, so self-referencing types compile without recursion.
+    encoders: list[_Encoder] = []
+
+    def encode_dataclass(value: Any) -> Any:
+        if type(value) is not tp:  # a wrong value: hand it over as is for validation to name
+            return to_plain(value) if dataclasses.is_dataclass(value) else value
+        if not encoders:
+            encoders.extend(_encoder(hints[n]) for n in names)
+        return {n: e(getattr(value, n)) for n, e in zip(names, encoders, strict=True)}
+
+    return encode_dataclass
 
 
 # ---------------------------------------------------------------- compiled decoders
@@ -178,7 +234,10 @@ def _int_decoder(bounds: Range | None) -> _Decoder:
         if type(value) is not int:
             raise SchemaError(f"{_where(path)}: expected an integer, got {_type_name(value)}")
         if not lo <= value <= hi:
-            raise SchemaError(f"{_where(path)}: {value} is outside [{lo:g}, {hi:g}]")
+            # str() of an int beyond 4300 digits raises ValueError; such values only come
+            # from from_plain() (msgpack ints fit in 64 bits), but must still be a SchemaError.
+            shown = value if value.bit_length() <= 1024 else f"a {value.bit_length()}-bit integer"
+            raise SchemaError(f"{_where(path)}: {shown} is outside [{lo:g}, {hi:g}]")
         return value
 
     return decode_int
@@ -190,6 +249,8 @@ def _float_decoder(bounds: Range | None) -> _Decoder:
 
     def decode_float(value: Any, path: str) -> float:
         if type(value) is int:
+            if not -(2**1023) <= value <= 2**1023:  # float() would raise OverflowError
+                raise SchemaError(f"{_where(path)}: integer is outside [{lo:g}, {hi:g}]")
             value = float(value)
         elif type(value) is not float:
             raise SchemaError(f"{_where(path)}: expected a number, got {_type_name(value)}")

@@ -15,7 +15,8 @@ As in Go, the exponent of ``<decimalExponent>`` must be an integer (``1e1.5`` is
 by the real parser even though the grammar comment allows it), non-zero values are
 rounded *up* (away from zero) to a multiple of 1n, and BinarySI values are capped at
 2^63-1. Unlike Go we also reject a bare sign or a bare dot (``"-"``, ``"."``), which Go
-silently reads as zero although the grammar requires a digit.
+silently reads as zero although the grammar requires a digit, and numbers of more than
+1000 digits or with an exponent beyond +-1000, which are no resource amount.
 
 Values are exact :class:`fractions.Fraction`; :func:`to_milli` and :func:`to_units` round
 up like ``Quantity.MilliValue()`` / ``Quantity.Value()``. :func:`format_quantity` writes
@@ -43,8 +44,18 @@ class Format(enum.Enum):
 
 
 _BINARY: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-_DECIMAL: Final = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12,
-                   "P": 15, "E": 18}
+_DECIMAL: Final = {
+    "n": -9,
+    "u": -6,
+    "m": -3,
+    "": 0,
+    "k": 3,
+    "M": 6,
+    "G": 9,
+    "T": 12,
+    "P": 15,
+    "E": 18,
+}
 _DECIMAL_BY_EXP: Final = {v: k for k, v in _DECIMAL.items()}
 
 # The number part exactly as the grammar states it, then any suffix-looking tail.
@@ -57,6 +68,9 @@ _MAX_INT64: Final = 2**63 - 1
 # Go parses the exponent as int32; anything this large is not a resource amount, and
 # refusing it early keeps a hostile "1e999999999" from costing a giant integer.
 _MAX_ABS_EXPONENT: Final = 1000
+# Likewise for the digits of the number; this also keeps int() and str() within Python's
+# limit on integer string conversion (4300 digits), which raises a bare ValueError.
+_MAX_DIGITS: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +93,18 @@ def parse(text: str) -> Quantity:
         raise QuantityError(f"invalid quantity {text!r}: expected a number with an optional suffix")
     sign, num, suffix = match["sign"], match["num"], match["suffix"]
     whole, _, frac = num.partition(".")
+    if len(whole) + len(frac) > _MAX_DIGITS:
+        raise QuantityError(f"invalid quantity {text!r}: more than {_MAX_DIGITS} digits")
     value = Fraction(int(whole or "0") * 10 ** len(frac) + int(frac or "0"), 10 ** len(frac))
     if suffix in _BINARY:
         fmt, value = Format.BINARY_SI, value * 2 ** _BINARY[suffix]
     elif suffix in _DECIMAL:
         fmt, value = Format.DECIMAL_SI, value * Fraction(10) ** _DECIMAL[suffix]
     elif (exp_match := _EXPONENT_RE.fullmatch(suffix)) is not None:
-        exponent = int(exp_match["exp"])
+        exp_digits = exp_match["exp"].lstrip("+-").lstrip("0") or "0"
+        if len(exp_digits) > len(str(_MAX_ABS_EXPONENT)):  # before int(): no giant integers
+            raise QuantityError(f"invalid quantity {text!r}: exponent out of range")
+        exponent = -int(exp_digits) if exp_match["exp"].startswith("-") else int(exp_digits)
         if abs(exponent) > _MAX_ABS_EXPONENT:
             raise QuantityError(f"invalid quantity {text!r}: exponent out of range")
         fmt, value = Format.DECIMAL_EXPONENT, value * Fraction(10) ** exponent
@@ -95,6 +114,8 @@ def parse(text: str) -> Quantity:
         value = Fraction(math.ceil(value / _NANO)) * _NANO  # round up to 1n, as Go does
     if fmt is Format.BINARY_SI and value > _MAX_INT64:
         value = Fraction(_MAX_INT64)
+    if fmt is Format.BINARY_SI and 0 < value < 1:
+        fmt = Format.DECIMAL_SI  # as Go does: a BinarySI amount below 1 is kept as DecimalSI
     return Quantity(-value if sign == "-" else value, fmt)
 
 
@@ -104,7 +125,7 @@ def parse_value(text: str) -> Fraction:
 
 
 def to_milli(text: str) -> int:
-    """Milli-units rounded up, like ``Quantity.MilliValue()``: ``"100m"`` -> 100, ``"1.5"`` -> 1500."""
+    """Milli-units rounded up, like ``Quantity.MilliValue()``: ``"1.5"`` -> 1500."""
     return math.ceil(parse(text).value * 1000)
 
 

@@ -356,8 +356,9 @@ class GpuSection:
     measured_at: UnixTime
     driver_version: Name | None
     devices: Annotated[list[GpuDevice], MaxLen(64)]
-    topology: Annotated[list[Annotated[list[Annotated[int, Range(0, 100)] | None], MaxLen(64)]],
-                        MaxLen(64)]
+    topology: Annotated[
+        list[Annotated[list[Annotated[int, Range(0, 100)] | None], MaxLen(64)]], MaxLen(64)
+    ]
     nvlinks: Annotated[list[Annotated[list[Annotated[int, Range(0, 64)]], MaxLen(64)]], MaxLen(64)]
 
 

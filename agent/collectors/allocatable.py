@@ -41,6 +41,10 @@ class AllocatableCollector:
     def __init__(self, paths: HostPaths, clock: Clock) -> None:
         self._paths = paths
         self._clock = clock
+        self._layout = cgroups.LayoutWatch(paths.cgroup, clock)
+        # Parsed kubelet config and the (mtime, size) it was parsed at: YAML parsing is
+        # the dearest step of a cycle and the file changes only when kubelet is reconfigured.
+        self._kubelet_cache: tuple[tuple[int, int], _KubeletResult] | None = None
 
     def collect(self) -> AllocatableSection:
         cpus = self._cpus()
@@ -141,8 +145,8 @@ class AllocatableCollector:
             root / "cpuset" / "cpuset.cpus",
         ):
             try:
-                allowed = set(parse_cpulist(candidate.read_text()))
-            except (OSError, ValueError):
+                allowed = set(parse_cpulist(read_text(candidate)))
+            except (CollectorError, ValueError):
                 continue
             narrowed = [c for c in online if c in allowed]
             return narrowed or online
@@ -162,27 +166,39 @@ class AllocatableCollector:
             total += int(size_kb) * 1024 * int(count)
         return total
 
-    def _kubelet(
-        self, capacity_b: int
-    ) -> tuple[KubeletSettings | Absent, kubeletconfig.Reservations | None]:
+    def _kubelet(self, capacity_b: int) -> _KubeletResult:
         path = self._paths.kubelet_config
         if path is None:
             return Absent("no-kubelet-config: pass --kubelet-config"), None
-        if not path.exists():
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
             return Absent(f"kubelet-config-missing: {path}"), None
+        except OSError as e:
+            return Absent(f"error: kubelet config: {path}: {e.strerror}"[:300]), None
+        key = (stat.st_mtime_ns, stat.st_size)
+        cached = self._kubelet_cache
+        if cached is not None and cached[0] == key and _same_capacity(cached[1], capacity_b):
+            return cached[1]
         try:
             data = kubeletconfig.load(path)
-            return kubeletconfig.settings(path, data), kubeletconfig.reservations(data, capacity_b)
+            result: _KubeletResult = (
+                kubeletconfig.settings(path, data),
+                kubeletconfig.reservations(data, capacity_b),
+            )
         except (kubeletconfig.KubeletConfigError, OSError) as e:
-            return Absent(f"error: kubelet config: {e}"[:300]), None
+            result = Absent(f"error: kubelet config: {e}"[:300]), None
+        self._kubelet_cache = (key, result)
+        return result
 
     def _cgroup(self) -> KubepodsCgroup | Absent:
-        layout = cgroups.detect(self._paths.cgroup)
+        layout = self._layout.get()
         if layout is None:
             return Absent(f"no-kubepods-cgroup: none under {self._paths.cgroup}")
         try:
             kubepods = _limits(layout, None)
         except CollectorError as e:
+            self._layout.invalidate()
             return Absent(f"error: {e}"[:300])
         qos: dict[str, CgroupLimits | Absent] = {}
         for name in cgroups.QOS_CLASSES:
@@ -193,6 +209,14 @@ class AllocatableCollector:
         return KubepodsCgroup(
             version=layout.version, driver=layout.driver, kubepods=kubepods, qos=qos
         )
+
+
+_KubeletResult = tuple[KubeletSettings | Absent, kubeletconfig.Reservations | None]
+
+
+def _same_capacity(result: _KubeletResult, capacity_b: int) -> bool:
+    """Percent eviction thresholds depend on capacity, which hotplug can change."""
+    return result[1] is None or result[1].capacity_b == capacity_b
 
 
 def _limits(layout: cgroups.CgroupLayout, qos: str | None) -> CgroupLimits:
@@ -229,5 +253,3 @@ def _format_cpulist(cpus: list[int]) -> str:
 
 def build(settings: AgentSettings, clock: Clock) -> AllocatableCollector:
     return AllocatableCollector(settings.paths, clock)
-
-

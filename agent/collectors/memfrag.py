@@ -60,6 +60,7 @@ COMPACTION_COUNTERS: Final = (
     "allocstall_movable",
     "pgscan_direct",
 )
+WATERMARK_REFRESH_S: Final = 300.0
 _BUDDY_LINE: Final = re.compile(r"Node\s+(\d+),\s+zone\s+(\S+)((?:\s+\d+)+)\s*")
 _ZONEINFO_HEAD: Final = re.compile(r"^Node\s+(\d+),\s+zone\s+(\S+)\s*$")
 _HUGEPAGE_DIR: Final = re.compile(r"hugepages-(\d+)kB")
@@ -119,6 +120,22 @@ def unusable_index(counts: tuple[int, ...], order: int) -> float:
     return (total - (suitable << order)) / total
 
 
+def unusable_indices(counts: tuple[int, ...]) -> list[float]:
+    """:func:`unusable_index` for every order, in one pass.
+
+    ``suitable(j) << j`` is exactly the pages held in blocks of order ≥ j, so the index
+    is the share of free pages below order j: a running sum from order 0 gives them all.
+    """
+    total = free_pages(counts)
+    if total == 0:
+        return [1.0] * len(counts)
+    out, below = [], 0
+    for k, c in enumerate(counts):
+        out.append(below / total)
+        below += c << k
+    return out
+
+
 def largest_block_pages(counts: tuple[int, ...]) -> int:
     orders = [k for k, c in enumerate(counts) if c > 0]
     return 1 << orders[-1] if orders else 0
@@ -151,6 +168,8 @@ class MemfragCollector:
         self._clock = clock
         self._page = page_size_b or os.sysconf("SC_PAGE_SIZE")
         self._prev_counters: tuple[float, dict[str, int]] | None = None
+        self._watermarks: tuple[float, dict[tuple[int, str], int]] | None = None
+        self._pool_dirs: list[_PoolDir] | None = None
 
     def collect(self) -> MemfragSection:
         path = self._proc / "buddyinfo"
@@ -173,7 +192,7 @@ class MemfragCollector:
                 free_b_ge_2mib=pages_at_or_above(z.counts, order_2m) * page,
                 free_b_ge_1gib=pages_at_or_above(z.counts, order_1g) * page,
                 largest_block_b=largest_block_pages(z.counts) * page,
-                unusable_frac_by_order=[unusable_index(z.counts, j) for j in range(len(z.counts))],
+                unusable_frac_by_order=unusable_indices(z.counts),
                 low_watermark_b=low[(z.node, z.zone)] * page if (z.node, z.zone) in low else None,
             )
             for z in buddy
@@ -192,31 +211,44 @@ class MemfragCollector:
         )
 
     def _low_watermarks(self) -> dict[tuple[int, str], int]:
-        path = self._proc / "zoneinfo"
+        """Low watermarks, re-read every WATERMARK_REFRESH_S.
+
+        ``/proc/zoneinfo`` is the largest file the agent reads (it lists per-CPU page sets:
+        thousands of lines on big nodes), while watermarks change only when
+        ``min_free_kbytes`` or memory hotplug changes them.
+        """
+        now = self._clock.monotonic()
+        if self._watermarks is not None and now - self._watermarks[0] < WATERMARK_REFRESH_S:
+            return self._watermarks[1]
         try:
-            return parse_zoneinfo_low(path.read_text())
-        except (OSError, ValueError):
-            return {}  # watermarks are an extra; contiguity stands without them
+            low = parse_zoneinfo_low(read_text(self._proc / "zoneinfo"))
+        except (CollectorError, ValueError):
+            low = {}  # watermarks are an extra; contiguity stands without them
+        self._watermarks = (now, low)
+        return low
 
     def _hugepages(self) -> list[HugepagePool] | Absent:
         system_dir = self._sys / "kernel" / "mm" / "hugepages"
         if not system_dir.is_dir():
             return Absent("hugetlb-unsupported: no /sys/kernel/mm/hugepages")
-        try:
-            pools = _pools(system_dir, node=None)
+        if self._pool_dirs is None:  # pools and nodes do not come and go between cycles
             node_root = self._sys / "devices" / "system" / "node"
-            for node_dir in sorted(node_root.glob("node[0-9]*"), key=_node_id):
-                if (node_dir / "hugepages").is_dir():
-                    pools += _pools(node_dir / "hugepages", node=_node_id(node_dir))
+            self._pool_dirs = _pool_dirs(system_dir, None) + [
+                pool
+                for node_dir in sorted(node_root.glob("node[0-9]*"), key=_node_id)
+                for pool in _pool_dirs(node_dir / "hugepages", _node_id(node_dir))
+            ]
+        try:
+            return [_pool(directory, size_b, node) for directory, size_b, node in self._pool_dirs]
         except (ValueError, CollectorError) as e:
+            self._pool_dirs = None  # look again next cycle
             return Absent(f"error: {e}"[:300])
-        return pools
 
     def _choice(self, name: str) -> str | None:
         path = self._sys / "kernel" / "mm" / "transparent_hugepage" / name
         try:
-            return parse_choice(path.read_text())
-        except OSError:
+            return parse_choice(read_text(path))
+        except CollectorError:
             return None
 
     def _compaction(self) -> Compaction | Absent:
@@ -267,31 +299,37 @@ def _node_id(path: Path) -> int:
     return int(path.name[4:])
 
 
-def _pools(directory: Path, node: int | None) -> list[HugepagePool]:
-    pools = []
-    for pool_dir in sorted(directory.iterdir()):
+_PoolDir = tuple[str, int, int | None]
+"""A hugepage pool directory (as a string: cheaper to join), its page size, its node."""
+
+
+def _pool_dirs(directory: Path, node: int | None) -> list[_PoolDir]:
+    if not directory.is_dir():
+        return []
+    found = []
+    for pool_dir in directory.iterdir():
         match = _HUGEPAGE_DIR.fullmatch(pool_dir.name)
-        if match is None:
-            continue
+        if match is not None:
+            found.append((str(pool_dir), int(match.group(1)) * 1024, node))
+    return sorted(found, key=lambda pool: pool[1])
 
-        def count(name: str, pool_dir: Path = pool_dir) -> int:
-            text = read_text(pool_dir / name).strip()
-            if not text.isdigit():
-                raise ValueError(f"parse {pool_dir / name}: {text[:30]!r}")
-            return int(text)
 
-        pools.append(
-            HugepagePool(
-                size_b=int(match.group(1)) * 1024,
-                node=node,
-                total=count("nr_hugepages"),
-                free=count("free_hugepages"),
-                surplus=count("surplus_hugepages"),
-                reserved=count("resv_hugepages") if node is None else None,
-            )
-        )
-    pools.sort(key=lambda p: p.size_b)
-    return pools
+def _pool(directory: str, size_b: int, node: int | None) -> HugepagePool:
+    def count(name: str) -> int:
+        path = f"{directory}/{name}"
+        text = read_text(path).strip()
+        if not text.isdigit():
+            raise ValueError(f"parse {path}: {text[:30]!r}")
+        return int(text)
+
+    return HugepagePool(
+        size_b=size_b,
+        node=node,
+        total=count("nr_hugepages"),
+        free=count("free_hugepages"),
+        surplus=count("surplus_hugepages"),
+        reserved=count("resv_hugepages") if node is None else None,
+    )
 
 
 def build(settings: AgentSettings, clock: Clock) -> MemfragCollector:

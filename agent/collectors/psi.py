@@ -74,7 +74,7 @@ class PsiCollector:
 
     def __init__(self, proc: Path, cgroup_root: Path, clock: Clock) -> None:
         self._pressure_dir = proc / "pressure"
-        self._cgroup_root = cgroup_root
+        self._layout = cgroups.LayoutWatch(cgroup_root, clock)
         self._clock = clock
         self._prev = _Previous()
 
@@ -99,7 +99,7 @@ class PsiCollector:
     def _cgroups(
         self, interval: float | None, totals: dict[tuple[str, str, str], int]
     ) -> dict[str, PsiGroup | Absent] | Absent:
-        layout = cgroups.detect(self._cgroup_root)
+        layout = self._layout.get()
         if layout is None:
             return Absent("no-kubepods-cgroup: not a Kubernetes node, or cgroup root not mounted")
         if layout.unified is None:
@@ -108,6 +108,7 @@ class PsiCollector:
         for scope, qos in (("kubepods", None), *((q, q) for q in cgroups.QOS_CLASSES)):
             directory = layout.psi_dir(qos)
             if directory is None:
+                self._layout.invalidate()
                 out[scope] = Absent(f"no-pressure-files: no {scope} cgroup under {layout.unified}")
                 continue
             out[scope] = self._group(scope, directory, "{}.pressure", interval, totals)
@@ -163,8 +164,9 @@ def _line(raw: RawLine, prev_total: int | None, interval: float | None) -> PsiLi
     if prev_total is not None and interval and interval > 0 and raw[3] >= prev_total:
         # A delta slightly above the interval is read jitter: clamp to 100 %.
         rate = min(100.0, 100.0 * (raw[3] - prev_total) / (interval * 1e6))
-    return PsiLine(avg10_pct=raw[0], avg60_pct=raw[1], avg300_pct=raw[2], total_us=raw[3],
-                   rate_pct=rate)
+    return PsiLine(
+        avg10_pct=raw[0], avg60_pct=raw[1], avg300_pct=raw[2], total_us=raw[3], rate_pct=rate
+    )
 
 
 def build(settings: AgentSettings, clock: Clock) -> PsiCollector:

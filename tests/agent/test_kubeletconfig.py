@@ -13,8 +13,10 @@ MIB, GIB = 2**20, 2**30
     [
         ({}, 100 * MIB),  # kubelet's default memory.available<100Mi
         ({"evictionHard": {"nodefs.available": "10%"}}, 0),
-        ({"evictionHard": {"nodefs.available": "10%"}, "mergeDefaultEvictionSettings": True},
-         100 * MIB),
+        (
+            {"evictionHard": {"nodefs.available": "10%"}, "mergeDefaultEvictionSettings": True},
+            100 * MIB,
+        ),
         ({"evictionHard": {"memory.available": "1Gi"}}, GIB),
         ({"evictionHard": {"memory.available": "10%"}}, 4 * GIB // 10 + 1),
     ],

@@ -25,7 +25,11 @@ def test_cgroup_v2_node_breakdown(clock):
     capacity = 65_848_316 * KIB
     mem = section.memory
     assert mem.capacity_b == capacity
-    assert (mem.kube_reserved_b, mem.system_reserved_b, mem.eviction_hard_b) == (GIB, GIB, 500 * MIB)
+    assert (mem.kube_reserved_b, mem.system_reserved_b, mem.eviction_hard_b) == (
+        GIB,
+        GIB,
+        500 * MIB,
+    )
     assert mem.kubelet_allocatable_b == capacity - 2 * GIB - 500 * MIB
     assert mem.kubepods_limit_b == capacity - 2 * GIB  # kubelet does not subtract eviction
     # Working sets: node = (total - free) - inactive file; pods = memory.current - inactive_file.
@@ -144,3 +148,14 @@ def test_kubepods_memory_limit_unlimited_or_set(host_copy, clock, value):
     if value != "max":
         assert section.memory.limited_by == "kubepods-limit"
         assert section.memory.true_allocatable_b == 12345
+
+
+def test_kubelet_config_changes_are_picked_up(host_copy, clock):
+    root = host_copy("k8s-v2-node")
+    collector = allocatable.AllocatableCollector(host_paths(root), clock)
+    assert collector.collect().memory.kube_reserved_b == GIB
+    config = root / "var/lib/kubelet/config.yaml"
+    config.write_text(
+        config.read_text().replace("memory: 1Gi\nsystemReserved", "memory: 3Gi\nsystemReserved")
+    )
+    assert collector.collect().memory.kube_reserved_b == 3 * GIB

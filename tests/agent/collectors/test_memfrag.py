@@ -90,8 +90,10 @@ def test_two_numa_host_per_node_contiguity_and_hugepages(clock):
     assert node0.free_b_ge_1gib == 0
     pools = section.hugepages
     assert isinstance(pools, list)
-    assert HugepagePool(size_b=2 * MIB, node=None, total=2048, free=1700, surplus=0,
-                        reserved=100) in pools
+    assert (
+        HugepagePool(size_b=2 * MIB, node=None, total=2048, free=1700, surplus=0, reserved=100)
+        in pools
+    )
     assert HugepagePool(size_b=2**30, node=1, total=4, free=1, surplus=0) in pools
     assert section.thp_enabled == "madvise" and section.thp_defrag == "madvise"
     assert section.compaction.counters["compact_stall"] == 9_412

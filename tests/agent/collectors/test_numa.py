@@ -54,7 +54,9 @@ def test_real_sysfs_agrees_with_an_independent_read(clock):
     for node in section.nodes:
         directory = root / f"node{node.node}"
         assert node.cpus == directory.joinpath("cpulist").read_text().strip()
-        assert node.distances == [int(x) for x in directory.joinpath("distance").read_text().split()]
+        assert node.distances == [
+            int(x) for x in directory.joinpath("distance").read_text().split()
+        ]
         meminfo = directory.joinpath("meminfo").read_text()
         total_kb = next(int(line.split()[3]) for line in meminfo.splitlines() if "MemTotal" in line)
         assert node.mem_total_b == total_kb * KIB
