@@ -17,17 +17,20 @@ at ``unified/``) still has per-cgroup PSI files in the unified tree.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from agent.collectors.base import CollectorError, read_text
+from agent.collectors.base import CollectorError, read_optional, read_text
 from common.clock import Clock
 
 QOS_CLASSES: Final = ("burstable", "besteffort")
 _V1_CPU_DIRS: Final = ("cpu,cpuacct", "cpu", "cpuacct,cpu")
 # v1 reports "no limit" as LONG_MAX rounded down to the page size.
 _V1_UNLIMITED: Final = 2**62
+_V2_INACTIVE: Final = re.compile(r"^inactive_file (\d+)$", re.M)
+_V1_INACTIVE: Final = re.compile(r"^total_inactive_file (\d+)$", re.M)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,22 +134,6 @@ def read_int(path: Path) -> int:
         raise CollectorError(f"parse {path}: expected an integer, got {text[:40]!r}") from e
 
 
-def read_keyed(path: Path) -> dict[str, int]:
-    """A flat ``key value`` file such as ``memory.stat`` or ``cpu.stat``."""
-    out: dict[str, int] = {}
-    for n, line in enumerate(read_text(path).splitlines(), 1):
-        parts = line.split()
-        if not parts:
-            continue
-        if len(parts) != 2:
-            raise CollectorError(f"parse {path}:{n}: expected 'key value', got {line[:60]!r}")
-        try:
-            out[parts[0]] = int(parts[1])
-        except ValueError as e:
-            raise CollectorError(f"parse {path}:{n}: {parts[1][:30]!r} is not an integer") from e
-    return out
-
-
 def memory_limit_b(directory: Path, version: int) -> int | None:
     """The memory limit of a cgroup in bytes; None when unlimited."""
     if version == 2:
@@ -162,15 +149,23 @@ def memory_limit_b(directory: Path, version: int) -> int | None:
 
 
 def memory_usage(directory: Path, version: int) -> tuple[int, int]:
-    """``(current, working_set)`` bytes; working set = usage − inactive file (cAdvisor)."""
+    """``(current, working_set)`` bytes; working set = usage − inactive file (cAdvisor).
+
+    Only ``inactive_file`` is needed from ``memory.stat`` (50-odd lines on v2), so it is
+    searched for rather than the whole file parsed. v1 reports the hierarchical
+    ``total_inactive_file``.
+    """
     if version == 2:
         current = read_int(directory / "memory.current")
-        inactive = read_keyed(directory / "memory.stat").get("inactive_file", 0)
+        pattern = _V2_INACTIVE
     else:
         current = read_int(directory / "memory.usage_in_bytes")
-        stat = read_keyed(directory / "memory.stat")
-        inactive = stat.get("total_inactive_file", stat.get("inactive_file", 0))
-    return current, max(0, current - inactive)
+        pattern = _V1_INACTIVE
+    stat_path = directory / "memory.stat"
+    match = pattern.search(read_text(stat_path))
+    if match is None:
+        raise CollectorError(f"parse {stat_path}: no inactive_file line")
+    return current, max(0, current - int(match.group(1)))
 
 
 def cpu_quota_m(directory: Path, version: int) -> int | None:
@@ -196,4 +191,10 @@ def cpu_quota_m(directory: Path, version: int) -> int | None:
 def cpu_weight(directory: Path, version: int) -> int | None:
     """``cpu.weight`` on v2, ``cpu.shares`` on v1 (as written: the units differ)."""
     path = directory / ("cpu.weight" if version == 2 else "cpu.shares")
-    return read_int(path) if path.exists() else None
+    text = read_optional(path)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError as e:
+        raise CollectorError(f"parse {path}: expected an integer, got {text[:40]!r}") from e

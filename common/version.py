@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import metadata
 
 
+@cache
 def version() -> str:
+    """Read once: package metadata lookups parse files on disk (about a millisecond)."""
     try:
         return metadata.version("stowage")
     except metadata.PackageNotFoundError:

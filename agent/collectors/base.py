@@ -76,6 +76,17 @@ def read_text(path: Path | str) -> str:
         raise CollectorError(f"read {path}: {getattr(e, 'strerror', None) or e}") from e
 
 
+def read_optional(path: Path | str) -> str | None:
+    """Like :func:`read_text`, but None when the file does not exist (one syscall fewer
+    than checking first)."""
+    try:
+        return read_text(path)
+    except CollectorError as e:
+        if isinstance(e.__cause__, FileNotFoundError):
+            return None
+        raise
+
+
 def _collect_valid(collector: Collector) -> Any:
     """Runs in a worker thread: collect, then check the section against the schema."""
     return codec.validate(collector.collect())

@@ -14,12 +14,13 @@ line; without PSI (``psi=0`` or ``CONFIG_PSI`` off) ``/proc/pressure`` does not 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from agent import cgroups
-from agent.collectors.base import CollectorError, NoData, read_text
+from agent.collectors.base import CollectorError, NoData, read_optional
 from agent.settings import AgentSettings
 from common.clock import Clock
 from common.schema import Absent, PsiGroup, PsiLine, PsiResource, PsiSection
@@ -27,7 +28,9 @@ from common.schema import Absent, PsiGroup, PsiLine, PsiResource, PsiSection
 NAME: Final = "psi"
 RESOURCES: Final = ("cpu", "memory", "io", "irq")
 _KINDS: Final = ("some", "full")
-_AVG_KEYS: Final = ("avg10", "avg60", "avg300")
+_LINE: Final = re.compile(
+    r"^(some|full) avg10=(\d+\.\d+) avg60=(\d+\.\d+) avg300=(\d+\.\d+) total=(\d+)$", re.M
+)
 
 # One raw line as read: (avg10, avg60, avg300, total_us).
 RawLine = tuple[float, float, float, int]
@@ -37,25 +40,18 @@ def parse_pressure(text: str) -> dict[str, RawLine]:
     """Parse one pressure file into ``{"some": ..., "full": ...}``.
 
     Raises ValueError on anything that is not the kernel's exact format
-    (``some avg10=0.00 avg60=0.00 avg300=0.00 total=0``).
+    (``some avg10=0.00 avg60=0.00 avg300=0.00 total=0``), line for line.
     """
+    text = text.strip()
+    matches = _LINE.findall(text)
+    if not matches or len(matches) != text.count("\n") + 1:
+        raise ValueError(f"not a pressure file: {text[:60]!r}")
     out: dict[str, RawLine] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        kind, *pairs = line.split()
-        if kind not in _KINDS or kind in out:
-            raise ValueError(f"unexpected line {line[:60]!r}")
-        values = dict(p.split("=", 1) for p in pairs if "=" in p)
-        if len(values) != len(pairs) or set(values) != {*_AVG_KEYS, "total"}:
-            raise ValueError(f"unexpected fields in {line[:60]!r}")
-        avgs = tuple(float(values[k]) for k in _AVG_KEYS)
-        total = int(values["total"])
-        if total < 0 or not all(0.0 <= a <= 100.0 for a in avgs):
-            raise ValueError(f"value out of range in {line[:60]!r}")
-        out[kind] = (avgs[0], avgs[1], avgs[2], total)
-    if not out:
-        raise ValueError("empty pressure file")
+    for kind, avg10, avg60, avg300, total in matches:
+        avgs = (float(avg10), float(avg60), float(avg300))
+        if kind in out or not all(a <= 100.0 for a in avgs):
+            raise ValueError(f"duplicate line or value out of range for {kind!r}")
+        out[kind] = (avgs[0], avgs[1], avgs[2], int(total))
     return out
 
 
@@ -125,20 +121,21 @@ class PsiCollector:
         system: bool = False,
     ) -> PsiGroup:
         resources: dict[str, PsiResource | Absent] = {}
+        base = str(directory)
         for resource in RESOURCES:
-            path = directory / pattern.format(resource)
-            if not path.exists():
-                reason = (
-                    "irq-unsupported: kernel built without CONFIG_IRQ_TIME_ACCOUNTING"
-                    if resource == "irq"
-                    else f"missing: {path.name}"
-                )
-                resources[resource] = Absent(reason)
-                continue
+            path = f"{base}/{pattern.format(resource)}"
             try:
-                raw = parse_pressure(read_text(path))
+                text = read_optional(path)
+                raw = None if text is None else parse_pressure(text)
             except (ValueError, CollectorError) as e:
                 resources[resource] = Absent(f"error: {path}: {e}"[:300])
+                continue
+            if raw is None:
+                resources[resource] = Absent(
+                    "irq-unsupported: kernel built without CONFIG_IRQ_TIME_ACCOUNTING"
+                    if resource == "irq"
+                    else f"missing: {path}"
+                )
                 continue
             lines: dict[str, PsiLine | None] = {}
             for kind in _KINDS:
