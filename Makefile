@@ -18,6 +18,7 @@ run: $(BIN)/stowage
 
 test: $(BIN)/stowage
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
 
 lint: $(BIN)/stowage
