@@ -20,6 +20,7 @@ import socket
 import sys
 from typing import Any, BinaryIO
 
+from agent import metrics as agent_metrics
 from agent import registry
 from agent.collectors.base import Collector, Runner
 from agent.hostpaths import HostPaths
@@ -40,6 +41,7 @@ class Agent:
 
     def __init__(self, settings: AgentSettings, clock: Clock, metrics: AgentMetrics) -> None:
         self.settings = settings
+        self.metrics = metrics
         self._clock = clock
         self._collectors: dict[str, Collector] = {
             name: registry.COLLECTORS[name].build(settings, clock) for name in settings.collectors
@@ -92,13 +94,21 @@ def write_report(report: NodeReport, output: str, out: BinaryIO) -> None:
     out.flush()
 
 
-async def run_loop(agent: Agent, reporter: Reporter, rng: random.Random) -> int:
-    """Collect and offer reports until SIGINT/SIGTERM."""
+async def run_loop(
+    agent: Agent,
+    reporter: Reporter,
+    rng: random.Random,
+    metrics_at: tuple[str, int] | None = None,
+) -> int:
+    """Collect and offer reports until SIGINT/SIGTERM; serve /metrics if asked to."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     interval, jitter = agent.settings.interval_s, agent.settings.jitter_frac
+    metrics_runner = None
+    if metrics_at is not None:
+        metrics_runner = await agent_metrics.serve(agent.metrics, *metrics_at)
     await reporter.start()
     log.info(
         "agent for node %s reporting to %s every %g s",
@@ -120,6 +130,8 @@ async def run_loop(agent: Agent, reporter: Reporter, rng: random.Random) -> int:
             delay = max(0.0, interval * (1 + rng.uniform(-jitter, jitter)) - elapsed)
     finally:
         await reporter.stop()
+        if metrics_runner is not None:
+            await metrics_runner.cleanup()
     log.info("agent stopped")
     return 0
 
@@ -160,6 +172,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--kubelet-url", help="kubelet URL for the kubelet pods source")
     add("--kubelet-ca-file", help="CA bundle for the kubelet's certificate")
     add("--kubelet-token-file", help="bearer token file for the kubelet")
+    add("--metrics-listen", metavar="HOST:PORT", help="serve /metrics and /healthz here")
 
 
 def settings_from(args: argparse.Namespace) -> AgentSettings:
@@ -187,6 +200,13 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
     )
 
 
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--metrics-listen {text!r}: expected HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
 def _names(text: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
@@ -196,6 +216,7 @@ def main(args: argparse.Namespace) -> int:
         settings = settings_from(args)
         if not args.once and not args.coordinator:
             raise ConfigError("--coordinator URL is required unless --once is given")
+        metrics_at = _host_port(args.metrics_listen) if args.metrics_listen else None
     except (HostPathError, ConfigError) as e:
         print(f"stowage agent: error: {e}", file=sys.stderr)
         return 2
@@ -207,6 +228,6 @@ def main(args: argparse.Namespace) -> int:
             write_report(report, args.output, sys.stdout.buffer)
             return 0
         reporter = Reporter(settings.reporter, metrics=metrics, clock=clock)
-        return asyncio.run(run_loop(agent, reporter, random.Random()))
+        return asyncio.run(run_loop(agent, reporter, random.Random(), metrics_at))
     finally:
         agent.close()

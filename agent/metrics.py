@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 
 @dataclass
@@ -50,3 +51,22 @@ class AgentMetrics:
             "Reports replaced by a newer one before they could be delivered.",
             registry=r,
         )
+
+
+async def serve(metrics: AgentMetrics, host: str, port: int) -> web.AppRunner:
+    """Serve ``/metrics`` (Prometheus text format) and ``/healthz`` until the runner is
+    cleaned up. The caller owns the returned runner."""
+
+    async def scrape(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(metrics.registry), content_type="text/plain")
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", scrape)
+    app.router.add_get("/healthz", healthz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

@@ -7,16 +7,14 @@ import contextlib
 import os
 import random
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
-from aiohttp import web
 
 from common import codec
 from common.errors import SchemaError
-from common.schema import SCHEMA_VERSION, Directives
+from hack.report_sink import ReportSink
 from tests.common.test_codec import make_report, make_sparse_report
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,23 +42,8 @@ def test_codec_fuzz_only_ever_raises_schema_error():
 
 async def test_agent_memory_is_flat_over_two_thousand_cycles(aiohttp_server):
     """A leak of even 1 KiB per cycle would show as 2 MB here."""
-    count = 0
-    arrived = asyncio.Condition()
-
-    async def reports(request: web.Request) -> web.Response:
-        nonlocal count
-        report = codec.decode_report(await request.read())
-        async with arrived:
-            count += 1
-            arrived.notify_all()
-        reply = Directives(
-            schema_version=SCHEMA_VERSION, node=report.node, issued_at=time.time(), ttl_s=30.0
-        )
-        return web.Response(body=codec.encode(reply), content_type="application/msgpack")
-
-    app = web.Application()
-    app.router.add_post("/v1/reports", reports)
-    server = await aiohttp_server(app)
+    sink = ReportSink()
+    server = await aiohttp_server(sink.app())
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "cli.main", "agent", "--coordinator", str(server.make_url("")),
         "--interval", "0.05", "--jitter", "0", "--pods-source", "none",
@@ -68,11 +51,9 @@ async def test_agent_memory_is_flat_over_two_thousand_cycles(aiohttp_server):
     )  # fmt: skip
     try:
         watched = psutil.Process(proc.pid)
-        async with arrived:
-            await arrived.wait_for(lambda: count >= 200)
+        await sink.wait_for(200)
         rss_early = watched.memory_info().rss
-        async with arrived:
-            await arrived.wait_for(lambda: count >= 2200)
+        await sink.wait_for(2200, timeout_s=600)
         rss_late = watched.memory_info().rss
     finally:
         proc.terminate()

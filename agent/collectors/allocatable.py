@@ -17,9 +17,9 @@ from typing import Final
 
 from agent import cgroups, kubeletconfig
 from agent.collectors.base import CollectorError, read_text
-from agent.collectors.usage import memory_usage
+from agent.collectors.usage import read_memory
 from agent.hostpaths import HostPaths
-from agent.kernelfiles import parse_cpulist, parse_meminfo
+from agent.kernelfiles import parse_cpulist
 from agent.settings import AgentSettings
 from common.clock import Clock
 from common.schema import (
@@ -48,13 +48,7 @@ class AllocatableCollector:
 
     def collect(self) -> AllocatableSection:
         cpus = self._cpus()
-        mem_path = self._paths.proc / "meminfo"
-        try:
-            node_mem = memory_usage(parse_meminfo(read_text(mem_path)))
-        except ValueError as e:
-            raise CollectorError(f"parse {mem_path}: {e}") from e
-        except KeyError as e:
-            raise CollectorError(f"{mem_path}: no {e.args[0]}") from e
+        node_mem = read_memory(self._paths.proc)
         hugepages_b = self._hugepages_b()
         kubelet, reserved = self._kubelet(node_mem.total_b)
         cgroup = self._cgroup()

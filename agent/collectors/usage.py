@@ -61,6 +61,17 @@ def memory_usage(mem: dict[str, int]) -> MemoryUsage:
     )
 
 
+def read_memory(proc: Path) -> MemoryUsage:
+    """Node memory use from ``<proc>/meminfo``; a broken file is a CollectorError."""
+    path = proc / "meminfo"
+    try:
+        return memory_usage(parse_meminfo(read_text(path)))
+    except ValueError as e:
+        raise CollectorError(f"parse {path}: {e}") from e
+    except KeyError as e:
+        raise CollectorError(f"{path}: no {e.args[0]}") from e
+
+
 class UsageCollector:
     name = NAME
 
@@ -70,17 +81,12 @@ class UsageCollector:
         self._prev: tuple[float, dict[str, int]] | None = None
 
     def collect(self) -> UsageSection:
-        stat_path, mem_path = self._proc / "stat", self._proc / "meminfo"
+        stat_path = self._proc / "stat"
         try:
             jiffies, ncpu = parse_stat_cpu(read_text(stat_path))
         except ValueError as e:
             raise CollectorError(f"parse {stat_path}: {e}") from e
-        try:
-            memory = memory_usage(parse_meminfo(read_text(mem_path)))
-        except ValueError as e:
-            raise CollectorError(f"parse {mem_path}: {e}") from e
-        except KeyError as e:
-            raise CollectorError(f"{mem_path}: no {e.args[0]}") from e
+        memory = read_memory(self._proc)
         now = self._clock.monotonic()
         cpu = self._cpu(now, jiffies, ncpu)
         self._prev = (now, jiffies)

@@ -29,34 +29,11 @@ from pathlib import Path
 import psutil
 from aiohttp import web
 
-from common import codec
-from common.schema import SCHEMA_VERSION, Directives
 from hack.fixtures.record import agent_files
+from hack.report_sink import ReportSink
 
 WARMUP_CYCLES = 10
 REPO = Path(__file__).resolve().parents[2]
-
-
-class Sink:
-    """Counts reports; wakes waiters when a count is reached."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.reached = asyncio.Condition()
-
-    async def handle(self, request: web.Request) -> web.Response:
-        report = codec.decode_report(await request.read())
-        reply = Directives(
-            schema_version=SCHEMA_VERSION, node=report.node, issued_at=time.time(), ttl_s=60.0
-        )
-        async with self.reached:
-            self.count += 1
-            self.reached.notify_all()
-        return web.Response(body=codec.encode(reply), content_type="application/msgpack")
-
-    async def wait_for(self, count: int, timeout_s: float) -> None:
-        async with self.reached:
-            await asyncio.wait_for(self.reached.wait_for(lambda: self.count >= count), timeout_s)
 
 
 def cpu_s(proc: psutil.Process) -> float:
@@ -91,10 +68,8 @@ def bare_rss_mb() -> float:
 
 
 async def measure(cycles: int, interval: float, extra: list[str]) -> dict[str, float]:
-    sink = Sink()
-    app = web.Application()
-    app.router.add_post("/v1/reports", sink.handle)
-    runner = web.AppRunner(app)
+    sink = ReportSink()
+    runner = web.AppRunner(sink.app())
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

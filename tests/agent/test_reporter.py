@@ -25,6 +25,7 @@ from agent.settings import ReporterSettings
 from common import codec
 from common.errors import ConfigError
 from common.schema import SCHEMA_VERSION, Absent, Directives, NodeReport
+from tests.hosts import FakeClock
 
 NODE = "node-a"
 SECRET = "s3cr3t-token-value"
@@ -56,17 +57,6 @@ def make_directives(ttl_s: float = 30.0, quota_m: int | None = 500) -> Directive
         ttl_s=ttl_s,
         be_cpu_quota_m=quota_m,
     )
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def wall(self) -> float:
-        return 1_700_000_000.0 + self.now
-
-    def monotonic(self) -> float:
-        return self.now
 
 
 class MaxRandom(random.Random):
@@ -214,10 +204,10 @@ async def test_posts_msgpack_with_rotating_token_and_keeps_directives(
     assert coord.auth == ["Bearer token-one", "Bearer token-two"]
     assert sample(metrics, "reports_sent") == 2
     assert rep.directives == want
-    assert rep.directives_received_at == clock.now
-    clock.now += 29.9
+    assert rep.directives_received_at == clock.monotonic()
+    clock.advance(29.9)
     assert rep.current_directives() == want
-    clock.now += 0.1
+    clock.advance(0.1)
     assert rep.current_directives() is None
 
 
