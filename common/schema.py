@@ -317,7 +317,11 @@ class GpuDevice:
 
     ``health`` is ``ok``, ``degraded`` (correctable trouble: pending row remaps,
     retired pages) or ``unhealthy`` (critical XID, uncorrectable ECC, row-remap failure,
-    GPU lost); ``health_reasons`` says why.
+    GPU lost); ``health_reasons`` says why, and also lists fields NVML failed to read
+    (those alone leave health ``ok``). ``numa_node`` is the CPU-side node from sysfs, what
+    kubelet's topology manager aligns to; NVML's own answer only where sysfs has none.
+    ``xid_critical`` counts critical XIDs since the agent started (application-level XIDs
+    13, 31, 43, 45, 68, 109 excluded); ``last_xid`` is the latest of them.
     """
 
     index: Index
@@ -350,7 +354,9 @@ class GpuSection:
     ``topology[i][j]`` is NVML's common-ancestor level between GPUs i and j (0 same board,
     10 one PCIe switch, 20 several switches, 30 host bridge, 40 same NUMA node, 50 across
     sockets; None where unsupported; 0 on the diagonal). ``nvlinks[i][j]`` is the number of
-    active NVLinks from i whose remote end is j (0 when none or unsupported).
+    active NVLinks between i and j: links whose remote end is j directly, or, on NVSwitch
+    systems (HGX/DGX) where every link ends at a switch, the smaller of the two GPUs'
+    switch-link counts — what ``nvidia-smi topo -m`` shows as ``NV18``. 0 when none.
     """
 
     measured_at: UnixTime
