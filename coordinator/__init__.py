@@ -1,0 +1,1 @@
+"""The coordinator: cluster state, the scoring engine and (next) its HTTP and Kubernetes sides."""

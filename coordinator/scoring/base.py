@@ -1,0 +1,113 @@
+"""What a policy is: a score per feasible node and a choice of GPU devices.
+
+Scores are "higher is better" floats; the faithful baselines return the same integers
+their reference implementations do (0–100, truncated), because their ties — broken by a
+fixed node rank — are part of how they behave. A policy's score for a node must depend
+only on that node's state and the pod (what :meth:`Policy.shape_key` names), unless it
+says otherwise by changing :attr:`Policy.epoch`: that is what lets the engine cache
+scores and recompute only the nodes a placement changed.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from coordinator.state.cluster import MILLI_PER_GPU, ClusterState, Placement
+
+MAX_SCORE: Final = 100
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequest:
+    """What a pod asks for, as the scheduler counts it.
+
+    ``gpus`` devices, each giving ``gpu_milli`` (1000 = a whole GPU; below 1000 a shared
+    GPU); ``gpu_models`` lists the GPU models it accepts (empty = any).
+    """
+
+    name: str
+    cpu_m: int
+    mem_b: int
+    gpus: int = 0
+    gpu_milli: int = 0
+    gpu_models: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        if self.cpu_m < 0 or self.mem_b < 0 or self.gpus < 0:
+            raise ValueError(f"{self.name}: negative request")
+        if self.gpus and not 0 < self.gpu_milli <= MILLI_PER_GPU:
+            raise ValueError(f"{self.name}: gpu_milli must be in 1..1000 when GPUs are requested")
+        if not self.gpus and self.gpu_milli:
+            raise ValueError(f"{self.name}: gpu_milli without GPUs")
+
+    @property
+    def gpu_total_milli(self) -> int:
+        return self.gpus * self.gpu_milli
+
+    @property
+    def sharing(self) -> bool:
+        """One GPU, shared with other pods."""
+        return self.gpus == 1 and self.gpu_milli < MILLI_PER_GPU
+
+    @property
+    def tag(self) -> str | None:
+        """The GPU pod kind GPU clustering groups by; None for CPU-only pods."""
+        if not self.gpus:
+            return None
+        return "share-gpu" if self.sharing else f"{self.gpus}-gpu"
+
+
+def best_fit_devices(gpus: npt.NDArray[np.int64], count: int, milli: int) -> tuple[int, ...]:
+    """Open-GPU-Share's ``best`` device choice.
+
+    A shared GPU goes to the device with the least free milli that still fits (lowest
+    index on ties), so partly used GPUs fill up before fresh ones are touched; whole and
+    multi-GPU requests take the lowest-index devices that fit.
+    """
+    if count == 0:
+        return ()
+    fits = np.flatnonzero(gpus >= milli)
+    if count == 1 and milli < MILLI_PER_GPU:
+        return (int(fits[np.argmin(gpus[fits])]),)
+    return tuple(int(d) for d in fits[:count])
+
+
+class Policy(abc.ABC):
+    """A placement policy. Subclasses set ``name`` and implement :meth:`score`."""
+
+    name: ClassVar[str]
+    epoch: int = 0
+    """Bumped by a policy whose scores change for reasons outside a node (what it has
+    learnt about the workload); the engine then drops every cached score."""
+
+    def shape_key(self, pod: PodRequest) -> Hashable | None:
+        """What of the pod the score depends on; None disables score caching."""
+        return (pod.cpu_m, pod.mem_b, pod.gpus, pod.gpu_milli, pod.gpu_models)
+
+    @abc.abstractmethod
+    def score(self, state: ClusterState, i: int, pod: PodRequest) -> float:
+        """Score of feasible node ``i`` for ``pod``; higher is better."""
+
+    def score_nodes(
+        self, state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64] | None:
+        """Scores of many nodes at once, for policies that vectorise; None = per node."""
+        return None
+
+    def devices(self, state: ClusterState, i: int, pod: PodRequest) -> tuple[int, ...]:
+        """Which GPUs of node ``i`` the pod takes."""
+        return best_fit_devices(state.gpu_free[i], pod.gpus, pod.gpu_milli)
+
+    def explain(self, state: ClusterState, i: int, pod: PodRequest) -> Mapping[str, float]:
+        """The score broken into its parts; by default the score alone."""
+        return {self.name: self.score(state, i, pod)}
+
+    def observe(self, state: ClusterState, pod: PodRequest, placement: Placement | None) -> None:
+        """Told of every decision once it is made (placed or not); policies that learn the
+        workload online use it."""

@@ -1,0 +1,136 @@
+"""The scoring engine: filter, score, pick, commit — the same code for the scheduler
+extender and the trace simulator.
+
+Filtering is vectorised over the state's columns. Scores come from the policy, cached per
+(node, pod shape): a node's cached scores are dropped when its ``version`` moves, so after
+a placement only the changed node is scored again. Among the best-scoring nodes the one
+with the smallest ``rank`` wins, a fixed order that keeps tie-breaking consistent (the
+simulator draws it per seed; a live cluster uses its node order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from coordinator.scoring.base import Policy, PodRequest
+from coordinator.state.cluster import ClusterState, Placement
+
+_INITIAL_COLUMNS = 64
+
+
+class Engine:
+    """One policy over one cluster state."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        policy: Policy,
+        rank: npt.NDArray[np.int64] | None = None,
+    ) -> None:
+        self.state = state
+        self.policy = policy
+        n = len(state)
+        self.rank = np.arange(n, dtype=np.int64) if rank is None else np.asarray(rank)
+        if sorted(self.rank.tolist()) != list(range(n)):
+            raise ValueError("rank must be a permutation of the node indices")
+        self._columns: dict[Hashable, int] = {}
+        self._cache = np.full((n, _INITIAL_COLUMNS), np.nan)
+        self._seen_version = state.version.copy()
+        self._seen_epoch = policy.epoch
+        self._model_ok: dict[frozenset[str], npt.NDArray[np.bool_]] = {}
+
+    # ----------------------------------------------------------------- filter
+
+    def feasible(self, pod: PodRequest) -> npt.NDArray[np.bool_]:
+        """Nodes with room for the pod: CPU, memory, enough GPUs with enough free milli, and
+        an accepted GPU model."""
+        s = self.state
+        ok = (s.cpu_free >= pod.cpu_m) & (s.mem_free >= pod.mem_b)
+        if pod.gpus:
+            ok &= (s.gpu_free >= pod.gpu_milli).sum(axis=1) >= pod.gpus
+            if pod.gpu_models:
+                ok &= self._models_allowed(pod.gpu_models)[s.model_id]
+        return ok
+
+    def _models_allowed(self, models: frozenset[str]) -> npt.NDArray[np.bool_]:
+        allowed = self._model_ok.get(models)
+        if allowed is None:
+            allowed = np.array([m in models for m in self.state.models], dtype=bool)
+            self._model_ok[models] = allowed
+        return allowed
+
+    # ------------------------------------------------------------------ score
+
+    def scores(self, pod: PodRequest, feasible: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
+        """Scores of the feasible nodes (NaN elsewhere)."""
+        nodes = np.flatnonzero(feasible)
+        vector = self.policy.score_nodes(self.state, pod, nodes)
+        out = np.full(len(self.state), np.nan)
+        if vector is not None:
+            out[nodes] = vector
+            return out
+        key = self.policy.shape_key(pod)
+        if key is None:
+            out[nodes] = [self.policy.score(self.state, int(i), pod) for i in nodes]
+            return out
+        column = self._column_for(key)
+        cached = column[nodes]
+        missing = nodes[np.isnan(cached)]
+        for i in missing.tolist():
+            column[i] = self.policy.score(self.state, i, pod)
+        out[nodes] = column[nodes]
+        return out
+
+    def _column_for(self, key: Hashable) -> npt.NDArray[np.float64]:
+        self._drop_stale()
+        j = self._columns.get(key)
+        if j is None:
+            j = len(self._columns)
+            if j == self._cache.shape[1]:
+                grown = np.full((len(self.state), 2 * j), np.nan)
+                grown[:, :j] = self._cache
+                self._cache = grown
+            self._columns[key] = j
+        column: npt.NDArray[np.float64] = self._cache[:, j]
+        return column
+
+    def _drop_stale(self) -> None:
+        if self.policy.epoch != self._seen_epoch:
+            self._cache[:] = np.nan
+            self._seen_epoch = self.policy.epoch
+        changed = self.state.version != self._seen_version
+        if changed.any():
+            self._cache[changed] = np.nan
+            self._seen_version[changed] = self.state.version[changed]
+
+    # ------------------------------------------------------------------- pick
+
+    def choose(self, pod: PodRequest) -> Placement | None:
+        """The best node and its devices for the pod, or None if nothing fits."""
+        feasible = self.feasible(pod)
+        if not feasible.any():
+            return None
+        scores = self.scores(pod, feasible)
+        if np.isnan(scores[feasible]).any():
+            raise ValueError(f"policy {self.policy.name} returned NaN for {pod.name}")
+        best = np.nanmax(scores)
+        tied = np.flatnonzero(scores == best)
+        i = int(tied[np.argmin(self.rank[tied])])
+        return Placement(node=i, devices=self.policy.devices(self.state, i, pod))
+
+    def commit(self, pod: PodRequest, placement: Placement) -> None:
+        self.state.allocate(placement, pod.cpu_m, pod.mem_b, pod.gpu_milli, pod.tag)
+
+    def place(self, pod: PodRequest) -> Placement | None:
+        """Choose and commit; tell the policy either way."""
+        placement = self.choose(pod)
+        if placement is not None:
+            self.commit(pod, placement)
+        self.policy.observe(self.state, pod, placement)
+        return placement
+
+    def explain(self, pod: PodRequest, i: int) -> Mapping[str, float]:
+        return self.policy.explain(self.state, i, pod)

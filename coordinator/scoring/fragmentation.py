@@ -1,0 +1,87 @@
+"""GPU fragmentation as FGD (Weng et al., USENIX ATC'23) measures it.
+
+A node's free GPU capacity is *fragmented* for a task shape when the task cannot use it:
+all of it if the task cannot run on the node at all (no GPU needed, wrong model, not
+enough CPU or not enough GPUs with room), otherwise the free milli on devices too small
+for the task. Weighted over the *typical* task shapes of the workload (the most common
+shapes covering 95 % of tasks) this gives the expected fragmentation of a node, F_n(M),
+in milli-GPU. It depends only on the node's free CPU, the multiset of free milli per GPU
+and the GPU model, so it is memoised on exactly that.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from coordinator.scoring.base import PodRequest
+
+TYPICAL_COVERAGE: Final = 0.95
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Shape:
+    """A task shape as fragmentation sees it (memory plays no part)."""
+
+    cpu_m: int
+    gpu_milli: int
+    gpus: int
+    models: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, pod: PodRequest) -> Shape:
+        return cls(pod.cpu_m, pod.gpu_milli, pod.gpus, tuple(sorted(pod.gpu_models)))
+
+
+def typical_shapes(
+    pods: Iterable[PodRequest], coverage: float = TYPICAL_COVERAGE
+) -> list[tuple[Shape, float]]:
+    """The most common shapes covering ``coverage`` of the pods, with renormalised weights.
+
+    Shapes are taken by count, the larger shape first among equal counts, until their pods
+    reach the coverage — the reference implementation's order, which decides which shape
+    makes the cut.
+    """
+    counts = Counter(Shape.of(p) for p in pods)
+    total = sum(counts.values())
+    if not total:
+        return []
+    chosen: list[tuple[Shape, int]] = []
+    covered = 0
+    for shape, count in sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True):
+        chosen.append((shape, count))
+        covered += count
+        if covered >= coverage * total:
+            break
+    return [(shape, count / covered) for shape, count in chosen]
+
+
+def shape_fragment(cpu_free: int, gpus: Sequence[int], model: str, shape: Shape) -> int:
+    """Free milli-GPU of one node that ``shape`` cannot use."""
+    idle = sum(g for g in gpus if g > 0)
+    if shape.gpus == 0 or (shape.models and model not in shape.models):
+        return idle
+    if cpu_free < shape.cpu_m or sum(1 for g in gpus if g >= shape.gpu_milli) < shape.gpus:
+        return idle
+    return sum(g for g in gpus if 0 < g < shape.gpu_milli)
+
+
+class Fragmentation:
+    """F_n(M) for a fixed target workload M, memoised on node state."""
+
+    def __init__(self, shapes: Sequence[tuple[Shape, float]]) -> None:
+        self.shapes = list(shapes)
+        self._memo: dict[tuple[int, tuple[int, ...], str], float] = {}
+
+    def node(self, cpu_free: int, gpus: Sequence[int], model: str) -> float:
+        """Expected fragmented milli-GPU of a node in this state."""
+        key = (cpu_free, tuple(sorted(gpus, reverse=True)), model)
+        value = self._memo.get(key)
+        if value is None:
+            value = 0.0
+            for shape, weight in self.shapes:
+                value += weight * shape_fragment(cpu_free, key[1], model, shape)
+            self._memo[key] = value
+        return value

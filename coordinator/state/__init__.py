@@ -1,0 +1,1 @@
+"""Cluster state as columnar numpy arrays, one row per node."""

@@ -1,0 +1,144 @@
+"""The cluster as columns: one numpy row per node, so a policy scores every node at once.
+
+Capacities are fixed per node; free amounts change with every placement. GPUs are a
+``(nodes, max_gpus)`` matrix of free milli-GPU per device (1000 = a whole GPU), padded
+with -1 where a node has fewer devices, so "a device with at least m free" is one
+vectorised comparison. Live signals from agent reports (contiguity, pressure, staleness)
+sit in further columns with neutral defaults, which is what the trace simulator uses.
+
+Every change to a node bumps ``version[i]``: caches keyed by node state (the engine's
+score cache, FGD's fragmentation memo) invalidate on it, which is how "recompute only
+what a placement changed" is kept honest.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+MILLI_PER_GPU: Final = 1000
+NO_DEVICE: Final = -1
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """What a node has when empty."""
+
+    name: str
+    cpu_m: int
+    mem_b: int
+    gpus: int = 0
+    gpu_model: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A pod bound to a node, and the GPU devices it takes ``gpu_milli`` from."""
+
+    node: int
+    devices: tuple[int, ...]
+
+
+class ClusterState:
+    """Capacities, free resources and per-node signals of every node, as arrays."""
+
+    def __init__(self, specs: Sequence[NodeSpec]) -> None:
+        if not specs:
+            raise ValueError("a cluster needs at least one node")
+        names = [s.name for s in specs]
+        if len(set(names)) != len(names):
+            raise ValueError("node names must be unique")
+        self.names: list[str] = names
+        self.index: dict[str, int] = {n: i for i, n in enumerate(names)}
+        n = len(specs)
+        self.cpu_cap = np.array([s.cpu_m for s in specs], dtype=np.int64)
+        self.mem_cap = np.array([s.mem_b for s in specs], dtype=np.int64)
+        self.gpu_count = np.array([s.gpus for s in specs], dtype=np.int64)
+        if (self.cpu_cap < 0).any() or (self.mem_cap < 0).any() or (self.gpu_count < 0).any():
+            raise ValueError("capacities must not be negative")
+        self.models: list[str] = sorted({s.gpu_model for s in specs})
+        self.model_id = np.array([self.models.index(s.gpu_model) for s in specs], dtype=np.int64)
+        width = max(1, int(self.gpu_count.max()))
+        self.gpu_cap = np.where(
+            np.arange(width)[None, :] < self.gpu_count[:, None], MILLI_PER_GPU, NO_DEVICE
+        ).astype(np.int64)
+        self.cpu_free = self.cpu_cap.copy()
+        self.mem_free = self.mem_cap.copy()
+        self.gpu_free = self.gpu_cap.copy()
+        self.version = np.zeros(n, dtype=np.int64)
+        # GPU pod kinds per node ("share-gpu", "1-gpu", …): GPU clustering groups by them.
+        self.gpu_tags: list[Counter[str]] = [Counter() for _ in range(n)]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def gpu_total_milli(self) -> int:
+        return int(self.gpu_count.sum()) * MILLI_PER_GPU
+
+    def gpu_idle_milli(self) -> npt.NDArray[np.int64]:
+        """Free milli-GPU per node (sum over its devices)."""
+        idle: npt.NDArray[np.int64] = np.where(self.gpu_free > 0, self.gpu_free, 0).sum(axis=1)
+        return idle
+
+    def allocate(
+        self, placement: Placement, cpu_m: int, mem_b: int, gpu_milli: int, tag: str | None
+    ) -> None:
+        """Take a pod's resources from a node; raise ValueError (changing nothing) if it does
+        not fit."""
+        i = placement.node
+        devices = placement.devices
+        if self.cpu_free[i] < cpu_m or self.mem_free[i] < mem_b:
+            raise ValueError(f"{self.names[i]}: not enough CPU or memory")
+        if len(set(devices)) != len(devices):
+            raise ValueError(f"{self.names[i]}: a device listed twice")
+        for d in devices:
+            if not 0 <= d < self.gpu_count[i] or self.gpu_free[i, d] < gpu_milli:
+                raise ValueError(f"{self.names[i]}: GPU {d} cannot give {gpu_milli} milli")
+        self.cpu_free[i] -= cpu_m
+        self.mem_free[i] -= mem_b
+        for d in devices:
+            self.gpu_free[i, d] -= gpu_milli
+        if tag is not None:
+            self.gpu_tags[i][tag] += 1
+        self.version[i] += 1
+
+    def release(
+        self, placement: Placement, cpu_m: int, mem_b: int, gpu_milli: int, tag: str | None
+    ) -> None:
+        """Give a pod's resources back; raise ValueError (changing nothing) if that would
+        exceed capacity."""
+        i = placement.node
+        if self.cpu_free[i] + cpu_m > self.cpu_cap[i] or self.mem_free[i] + mem_b > self.mem_cap[i]:
+            raise ValueError(f"{self.names[i]}: release exceeds capacity")
+        for d in placement.devices:
+            if self.gpu_free[i, d] + gpu_milli > MILLI_PER_GPU:
+                raise ValueError(f"{self.names[i]}: GPU {d} release exceeds capacity")
+        if tag is not None and self.gpu_tags[i][tag] <= 0:
+            raise ValueError(f"{self.names[i]}: no {tag} pod to release")
+        self.cpu_free[i] += cpu_m
+        self.mem_free[i] += mem_b
+        for d in placement.devices:
+            self.gpu_free[i, d] += gpu_milli
+        if tag is not None:
+            self.gpu_tags[i][tag] -= 1
+            if not self.gpu_tags[i][tag]:
+                del self.gpu_tags[i][tag]
+        self.version[i] += 1
+
+    def gpu_tuple(self, i: int) -> tuple[int, ...]:
+        """Free milli of node i's devices, in device order."""
+        return tuple(int(g) for g in self.gpu_free[i, : self.gpu_count[i]])
+
+    def check(self) -> None:
+        """Raise AssertionError if any invariant is broken (used by property tests)."""
+        assert (self.cpu_free >= 0).all() and (self.cpu_free <= self.cpu_cap).all()
+        assert (self.mem_free >= 0).all() and (self.mem_free <= self.mem_cap).all()
+        real = self.gpu_cap == MILLI_PER_GPU
+        assert ((self.gpu_free >= 0) & (self.gpu_free <= MILLI_PER_GPU))[real].all()
+        assert (self.gpu_free[~real] == NO_DEVICE).all()
