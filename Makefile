@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 $(BIN)/stowage: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,sim]'
 	touch $@
 
 run: $(BIN)/stowage

@@ -20,7 +20,20 @@ def build_parser() -> argparse.ArgumentParser:
     agent = sub.add_parser("agent", help="node agent: collect this node's signals and report")
     agent_main.add_arguments(agent)
     agent.set_defaults(run=agent_main.main)
+
+    from hack.sim import options as sim_options
+
+    sim = sub.add_parser("sim", help="replay a pod trace under placement policies")
+    sim_options.add_arguments(sim)
+    sim.set_defaults(run=_sim)
     return parser
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from hack.sim import main as sim_main  # numpy and the engine load only for this command
+
+    code: int = sim_main.main(args)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ FORBIDDEN = {
     "common": {"agent", "coordinator", "cli", "hack", "tests"},
     "agent": {"coordinator", "cli", "hack", "tests"},
     "coordinator": {"agent", "cli", "hack", "tests"},
-    "cli": {"hack", "tests"},
+    "cli": {"tests"},
 }
 
 

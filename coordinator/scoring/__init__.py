@@ -1,1 +1,2 @@
-"""The scoring engine: one policy interface, one registry, one engine for the extender and the simulator."""
+"""The scoring engine: one policy interface, one registry, one engine — the same code for
+the scheduler extender and the trace simulator."""

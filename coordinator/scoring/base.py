@@ -111,3 +111,4 @@ class Policy(abc.ABC):
     def observe(self, state: ClusterState, pod: PodRequest, placement: Placement | None) -> None:
         """Told of every decision once it is made (placed or not); policies that learn the
         workload online use it."""
+        return None

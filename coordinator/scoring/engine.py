@@ -15,7 +15,7 @@ from collections.abc import Hashable, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.scoring.base import Policy, PodRequest
+from coordinator.scoring.base import PodRequest, Policy
 from coordinator.state.cluster import ClusterState, Placement
 
 _INITIAL_COLUMNS = 64

@@ -131,6 +131,11 @@ class ClusterState:
                 del self.gpu_tags[i][tag]
         self.version[i] += 1
 
+    def gpu_idle_of(self, i: int) -> int:
+        """Free milli-GPU of node ``i``."""
+        row = self.gpu_free[i]
+        return int(row[row > 0].sum())
+
     def gpu_tuple(self, i: int) -> tuple[int, ...]:
         """Free milli of node i's devices, in device order."""
         return tuple(int(g) for g in self.gpu_free[i, : self.gpu_count[i]])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Final
 
-from coordinator.scoring.base import Policy, PodRequest
+from coordinator.scoring.base import PodRequest, Policy
 from coordinator.state.cluster import ClusterState
 
 NAME: Final = "best-fit"

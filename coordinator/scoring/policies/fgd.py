@@ -17,7 +17,7 @@ from typing import Final
 
 import numpy as np
 
-from coordinator.scoring.base import Policy, PodRequest
+from coordinator.scoring.base import PodRequest, Policy
 from coordinator.scoring.fragmentation import Fragmentation
 from coordinator.state.cluster import ClusterState
 

@@ -1,0 +1,1 @@
+"""The trace simulator: replays a pod trace against a node list with any policy."""

@@ -1,0 +1,19 @@
+"""The ``stowage sim`` command line, kept apart from the simulator so that building the
+``stowage`` parser for another subcommand never imports numpy or the scoring engine."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--nodes", type=Path, required=True, help="node list CSV")
+    add("--pods", type=Path, required=True, action="append", help="pod list CSV (repeatable)")
+    add("--policies", required=True, help="comma list of policies")
+    add("--seeds", default="42-51", help="seeds: 42-51, or 42,43,50")
+    add("--out", type=Path, required=True, help="output directory")
+    add("--jobs", type=int, default=os.cpu_count() or 1, help="parallel processes")
+    add("--no-plot", action="store_true", help="skip the PNG")
