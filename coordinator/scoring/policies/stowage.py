@@ -1,38 +1,64 @@
-"""``stowage``: Stowage's own placement policy.
+"""``stowage``: Stowage's placement policy — keep every node fillable in *all* its resources.
 
-First version: fragmentation gradient descent over a workload model learnt online from
-the pods seen so far (never the future), with the rest to follow.
+FGD (:mod:`.fgd`) asks, for each candidate node, how much a placement raises the node's
+expected GPU fragmentation F_n(M): free GPU milli that typical pods could not use. It
+only sees a node's CPU when the CPU is already too short for a typical pod, so it happily
+fills a GPU-rich, CPU-poor node with CPU-heavy pods until its remaining GPUs are
+stranded. Stowage adds that missing term. A node's GPUs will only ever be used together
+with the CPU the GPU pods bring along — ρ millicores per milli-GPU, learnt from the pods
+seen — so free GPU milli beyond ``free CPU / ρ`` is *stranded*::
+
+    value(n)  = F_n(M) + α · max(0, R_n − c_n / ρ)          (milli-GPU)
+    score(n)  = ⌊100 · σ(−Δvalue / scale)⌋,   ties → the fixed node rank
+
+The integer score with a fixed tie order is kept from FGD on purpose: it makes
+near-equal choices land on the same nodes (first fit by rank), which keeps other nodes
+whole for large pods. M and ρ come only from pods already seen (never the future of a
+trace), refreshed at 64, 128, 256 … pods and then every ``relearn_max`` pods.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+import numpy as np
+
 from common.errors import ConfigError
 from coordinator.scoring.base import PodRequest, Policy
-from coordinator.scoring.fragmentation import Fragmentation, Shape, typical_shapes
-from coordinator.scoring.policies.fgd import Fgd
+from coordinator.scoring.fragmentation import Fragmentation
+from coordinator.scoring.policies.fgd import after_take
+from coordinator.scoring.workload import WorkloadModel
 from coordinator.state.cluster import ClusterState, Placement
 
 NAME: Final = "stowage"
+_FIRST_RELEARN: Final = 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StowageArgs:
-    """YAML: ``{coverage: 0.95, relearn_every: 256}``"""
+    """YAML: ``{coverage: 0.95, stranding_weight: 0.3, scale_milli: 1000, relearn_max: 4096}``"""
 
     coverage: float = 0.95
-    relearn_every: int = 256
-    """Pods between two refreshes of the workload model (each refresh drops cached scores)."""
+    """Share of seen pods the typical shapes cover (FGD's 95 %)."""
+    stranding_weight: float = 0.3
+    """α: milli-GPU of fragmentation one stranded milli-GPU is worth."""
+    scale_milli: float = 1000.0
+    """Δvalue that moves the sigmoid by one unit: 1000 makes one score step ≈ 0.04 GPU."""
+    relearn_max: int = 4096
+    """Most pods between two refreshes of the workload model."""
 
     def __post_init__(self) -> None:
         if not 0 < self.coverage <= 1:
             raise ConfigError("stowage.coverage: expected a fraction in (0, 1]")
-        if self.relearn_every < 1:
-            raise ConfigError("stowage.relearn_every: expected a positive integer")
+        if not 0 <= self.stranding_weight <= 100:
+            raise ConfigError("stowage.stranding_weight: expected 0..100")
+        if not self.scale_milli > 0:
+            raise ConfigError("stowage.scale_milli: expected a positive number")
+        if self.relearn_max < _FIRST_RELEARN:
+            raise ConfigError(f"stowage.relearn_max: expected at least {_FIRST_RELEARN}")
 
 
 class Stowage(Policy):
@@ -40,31 +66,93 @@ class Stowage(Policy):
 
     def __init__(self, args: StowageArgs) -> None:
         self.args = args
-        self._seen: Counter[Shape] = Counter()
-        self._since = 0
-        self._inner = Fgd(Fragmentation([]))
+        self.model = WorkloadModel()
+        self._frag = Fragmentation([])
+        self._rho = self.model.cpu_m_per_gpu_milli
+        self._next_relearn = _FIRST_RELEARN
+
+    # ---------------------------------------------------------------- values
+
+    def stranded(self, cpu_free: int, gpus: tuple[int, ...]) -> float:
+        """Free milli-GPU the node's free CPU cannot feed."""
+        idle = sum(g for g in gpus if g > 0)
+        return max(0.0, idle - cpu_free / self._rho)
+
+    def value(self, cpu_free: int, gpus: tuple[int, ...], model: str) -> float:
+        """Expected unusable milli-GPU of a node in this state (lower is better)."""
+        frag = self._frag.node(cpu_free, gpus, model)
+        return frag + self.args.stranding_weight * self.stranded(cpu_free, gpus)
+
+    def _score(self, delta: float) -> int:
+        return int(100 * (1.0 / (1.0 + math.exp(delta / self.args.scale_milli))))
+
+    # ---------------------------------------------------------------- policy
 
     def shape_key(self, pod: PodRequest) -> Hashable:
-        return self._inner.shape_key(pod)
+        return (pod.cpu_m, pod.gpus, pod.gpu_milli, pod.gpu_models)
 
     def score(self, state: ClusterState, i: int, pod: PodRequest) -> float:
-        return self._inner.score(state, i, pod)
+        return float(self._best(state, i, pod)[0])
 
     def devices(self, state: ClusterState, i: int, pod: PodRequest) -> tuple[int, ...]:
-        return self._inner.devices(state, i, pod)
+        if pod.sharing:
+            return (self._best(state, i, pod)[1],)
+        free = np.flatnonzero(state.gpu_free[i] >= pod.gpu_milli)
+        return tuple(int(d) for d in free[: pod.gpus])
 
     def explain(self, state: ClusterState, i: int, pod: PodRequest) -> Mapping[str, float]:
-        return self._inner.explain(state, i, pod)
+        gpus, cpu, model = state.gpu_tuple(i), int(state.cpu_free[i]), _model(state, i)
+        score, device = self._best(state, i, pod)
+        after = self._after(gpus, pod, device)
+        cpu_after = cpu - pod.cpu_m
+        frag_before = self._frag.node(cpu, gpus, model)
+        frag_after = self._frag.node(cpu_after, after, model)
+        stranded_before = self.stranded(cpu, gpus)
+        stranded_after = self.stranded(cpu_after, after)
+        return {
+            "fragmentation_before_milli": frag_before,
+            "fragmentation_after_milli": frag_after,
+            "stranded_before_milli": stranded_before,
+            "stranded_after_milli": stranded_after,
+            "stranding_weight": self.args.stranding_weight,
+            "delta_milli": frag_after
+            - frag_before
+            + self.args.stranding_weight * (stranded_after - stranded_before),
+            NAME: float(score),
+        }
 
     def observe(self, state: ClusterState, pod: PodRequest, placement: Placement | None) -> None:
-        self._seen[Shape.of(pod)] += 1
-        self._since += 1
-        if self._since >= self.args.relearn_every:
-            self._since = 0
-            pods = [
-                PodRequest("seen", s.cpu_m, 0, s.gpus, s.gpu_milli, frozenset(s.models))
-                for s, n in self._seen.items()
-                for _ in range(n)
-            ]
-            self._inner = Fgd(Fragmentation(typical_shapes(pods, self.args.coverage)))
+        self.model.observe(pod)
+        if self.model.pods >= self._next_relearn:
+            self._frag = Fragmentation(self.model.typical(self.args.coverage))
+            self._rho = self.model.cpu_m_per_gpu_milli
+            self._next_relearn += min(self._next_relearn, self.args.relearn_max)
             self.epoch += 1
+
+    def _after(self, gpus: tuple[int, ...], pod: PodRequest, device: int) -> tuple[int, ...]:
+        if pod.sharing:
+            return gpus[:device] + (gpus[device] - pod.gpu_milli,) + gpus[device + 1 :]
+        return after_take(gpus, pod.gpus, pod.gpu_milli)
+
+    def _best(self, state: ClusterState, i: int, pod: PodRequest) -> tuple[int, int]:
+        """(score, device): a shared GPU tries each device with room, first best wins."""
+        gpus, cpu, model = state.gpu_tuple(i), int(state.cpu_free[i]), _model(state, i)
+        before = self.value(cpu, gpus, model)
+        cpu_after = cpu - pod.cpu_m
+        if not pod.sharing:
+            return self._score(
+                self.value(cpu_after, self._after(gpus, pod, -1), model) - before
+            ), -1
+        best, best_device = -1, -1
+        for d, g in enumerate(gpus):
+            if g >= pod.gpu_milli:
+                score = self._score(
+                    self.value(cpu_after, self._after(gpus, pod, d), model) - before
+                )
+                if score > best:
+                    best, best_device = score, d
+        return best, best_device
+
+
+def _model(state: ClusterState, i: int) -> str:
+    return state.models[state.model_id[i]]
