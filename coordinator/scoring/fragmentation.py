@@ -69,19 +69,49 @@ def shape_fragment(cpu_free: int, gpus: Sequence[int], model: str, shape: Shape)
 
 
 class Fragmentation:
-    """F_n(M) for a fixed target workload M, memoised on node state."""
+    """F_n(M) for a fixed target workload M, memoised on node state.
+
+    The memo is keyed by the devices in the order given (a placement changes one node, and
+    the same tuples recur), then by the sorted multiset the value really depends on. A miss
+    sums the shapes in their fixed order — the same additions as :func:`shape_fragment`
+    one by one, so the floats agree to the bit — but measures each distinct per-GPU size
+    against the devices only once.
+    """
 
     def __init__(self, shapes: Sequence[tuple[Shape, float]]) -> None:
         self.shapes = list(shapes)
         self._memo: dict[tuple[int, tuple[int, ...], str], float] = {}
+        self._sorted_memo: dict[tuple[int, tuple[int, ...], str], float] = {}
 
-    def node(self, cpu_free: int, gpus: Sequence[int], model: str) -> float:
+    def node(self, cpu_free: int, gpus: tuple[int, ...], model: str) -> float:
         """Expected fragmented milli-GPU of a node in this state."""
-        key = (cpu_free, tuple(sorted(gpus, reverse=True)), model)
+        key = (cpu_free, gpus, model)
         value = self._memo.get(key)
         if value is None:
-            value = 0.0
-            for shape, weight in self.shapes:
-                value += weight * shape_fragment(cpu_free, key[1], model, shape)
+            ordered = (cpu_free, tuple(sorted(gpus, reverse=True)), model)
+            value = self._sorted_memo.get(ordered)
+            if value is None:
+                value = self._sorted_memo[ordered] = self._compute(cpu_free, ordered[1], model)
             self._memo[key] = value
+        return value
+
+    def _compute(self, cpu_free: int, gpus: tuple[int, ...], model: str) -> float:
+        idle = sum(g for g in gpus if g > 0)
+        by_milli: dict[int, tuple[int, int]] = {}  # per-GPU size -> (devices fitting, small sum)
+        value = 0.0
+        for shape, weight in self.shapes:
+            if not shape.gpus or (shape.models and model not in shape.models):
+                value += weight * idle
+                continue
+            if cpu_free < shape.cpu_m:
+                value += weight * idle
+                continue
+            fit = by_milli.get(shape.gpu_milli)
+            if fit is None:
+                m = shape.gpu_milli
+                fit = by_milli[m] = (
+                    sum(1 for g in gpus if g >= m),
+                    sum(g for g in gpus if 0 < g < m),
+                )
+            value += weight * (idle if fit[0] < shape.gpus else fit[1])
         return value

@@ -71,6 +71,9 @@ class ClusterState:
         self.mem_free = self.mem_cap.copy()
         self.gpu_free = self.gpu_cap.copy()
         self.version = np.zeros(n, dtype=np.int64)
+        # Free milli per device as Python tuples, derived from gpu_free and kept in step with
+        # it: policies read them far more often than placements change them.
+        self._gpu_tuples = [self._row_tuple(i) for i in range(n)]
         # GPU pod kinds per node ("share-gpu", "1-gpu", …): GPU clustering groups by them.
         self.gpu_tags: list[Counter[str]] = [Counter() for _ in range(n)]
 
@@ -106,6 +109,7 @@ class ClusterState:
             self.gpu_free[i, d] -= gpu_milli
         if tag is not None:
             self.gpu_tags[i][tag] += 1
+        self._gpu_tuples[i] = self._row_tuple(i)
         self.version[i] += 1
 
     def release(
@@ -129,6 +133,7 @@ class ClusterState:
             self.gpu_tags[i][tag] -= 1
             if not self.gpu_tags[i][tag]:
                 del self.gpu_tags[i][tag]
+        self._gpu_tuples[i] = self._row_tuple(i)
         self.version[i] += 1
 
     def gpu_idle_of(self, i: int) -> int:
@@ -138,6 +143,9 @@ class ClusterState:
 
     def gpu_tuple(self, i: int) -> tuple[int, ...]:
         """Free milli of node i's devices, in device order."""
+        return self._gpu_tuples[i]
+
+    def _row_tuple(self, i: int) -> tuple[int, ...]:
         return tuple(int(g) for g in self.gpu_free[i, : self.gpu_count[i]])
 
     def check(self) -> None:
@@ -147,3 +155,4 @@ class ClusterState:
         real = self.gpu_cap == MILLI_PER_GPU
         assert ((self.gpu_free >= 0) & (self.gpu_free <= MILLI_PER_GPU))[real].all()
         assert (self.gpu_free[~real] == NO_DEVICE).all()
+        assert self._gpu_tuples == [self._row_tuple(i) for i in range(len(self))]

@@ -82,9 +82,11 @@ class Fgd(Policy):
             after = self.frag.node(cpu_after, after_take(gpus, pod.gpus, pod.gpu_milli), model)
             return sigmoid_score(after - before), -1
         best, best_device = -1, -1
+        tried = set()  # devices with equal free milli give equal F: try each value once
         for d, g in enumerate(gpus):
-            if g < pod.gpu_milli:
+            if g < pod.gpu_milli or g in tried:
                 continue
+            tried.add(g)
             after_gpus = gpus[:d] + (g - pod.gpu_milli,) + gpus[d + 1 :]
             score = sigmoid_score(self.frag.node(cpu_after, after_gpus, model) - before)
             if score > best:

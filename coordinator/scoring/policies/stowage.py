@@ -144,11 +144,12 @@ class Stowage(Policy):
                 self.value(cpu_after, self._after(gpus, pod, -1), model) - before
             ), -1
         best, best_device = -1, -1
+        tried = set()  # devices with equal free milli give equal values: try each once
         for d, g in enumerate(gpus):
-            if g >= pod.gpu_milli:
-                score = self._score(
-                    self.value(cpu_after, self._after(gpus, pod, d), model) - before
-                )
+            if g >= pod.gpu_milli and g not in tried:
+                tried.add(g)
+                after = self._after(gpus, pod, d)
+                score = self._score(self.value(cpu_after, after, model) - before)
                 if score > best:
                     best, best_device = score, d
         return best, best_device
