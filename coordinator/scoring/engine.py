@@ -29,9 +29,13 @@ class Engine:
         state: ClusterState,
         policy: Policy,
         rank: npt.NDArray[np.int64] | None = None,
+        *,
+        cache_scores: bool = True,
     ) -> None:
         self.state = state
         self.policy = policy
+        self.cache_scores = cache_scores
+        """False scores every feasible node for every pod (for checks and benchmarks)."""
         n = len(state)
         self.rank = np.arange(n, dtype=np.int64) if rank is None else np.asarray(rank)
         if sorted(self.rank.tolist()) != list(range(n)):
@@ -72,7 +76,7 @@ class Engine:
         if vector is not None:
             out[nodes] = vector
             return out
-        key = self.policy.shape_key(pod)
+        key = self.policy.shape_key(pod) if self.cache_scores else None
         if key is None:
             out[nodes] = [self.policy.score(self.state, int(i), pod) for i in nodes]
             return out
