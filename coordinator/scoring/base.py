@@ -37,9 +37,12 @@ class PodRequest:
     gpus: int = 0
     gpu_milli: int = 0
     gpu_models: frozenset[str] = field(default_factory=frozenset)
+    contiguous_b: int = 0
+    """Memory it needs in blocks of 2 MiB or more (hugepage requests, or the opt-in
+    annotation); 0 for ordinary pods, whose memory can come from anywhere."""
 
     def __post_init__(self) -> None:
-        if self.cpu_m < 0 or self.mem_b < 0 or self.gpus < 0:
+        if self.cpu_m < 0 or self.mem_b < 0 or self.gpus < 0 or self.contiguous_b < 0:
             raise ValueError(f"{self.name}: negative request")
         if self.gpus and not 0 < self.gpu_milli <= MILLI_PER_GPU:
             raise ValueError(f"{self.name}: gpu_milli must be in 1..1000 when GPUs are requested")

@@ -52,7 +52,7 @@ class Engine:
         """Nodes with room for the pod: CPU, memory, enough GPUs with enough free milli, and
         an accepted GPU model."""
         s = self.state
-        ok = (s.cpu_free >= pod.cpu_m) & (s.mem_free >= pod.mem_b)
+        ok = (s.cpu_free >= pod.cpu_m) & (s.mem_free_effective() >= pod.mem_b)
         if pod.gpus:
             ok &= (s.gpu_free >= pod.gpu_milli).sum(axis=1) >= pod.gpus
             if pod.gpu_models:

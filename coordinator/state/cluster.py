@@ -21,6 +21,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from coordinator.state.signals import UNKNOWN, NodeSignals
+
 MILLI_PER_GPU: Final = 1000
 NO_DEVICE: Final = -1
 
@@ -76,6 +78,13 @@ class ClusterState:
         self._gpu_tuples = [self._row_tuple(i) for i in range(n)]
         # GPU pod kinds per node ("share-gpu", "1-gpu", …): GPU clustering groups by them.
         self.gpu_tags: list[Counter[str]] = [Counter() for _ in range(n)]
+        # Live signals, one column each (see coordinator.state.signals); unknown = neutral.
+        self.measured_at = np.full(n, np.nan)
+        self.cpu_pressure_pct = np.full(n, np.nan)
+        self.memory_pressure_pct = np.full(n, np.nan)
+        self.contiguous_2mib_b = np.full(n, -1, dtype=np.int64)
+        self.true_allocatable_mem_b = np.full(n, -1, dtype=np.int64)
+        self.gpu_links: list[tuple[tuple[int, ...], ...] | None] = [None] * n
 
     def __len__(self) -> int:
         return len(self.names)
@@ -135,6 +144,35 @@ class ClusterState:
                 del self.gpu_tags[i][tag]
         self._gpu_tuples[i] = self._row_tuple(i)
         self.version[i] += 1
+
+    def set_signals(self, i: int, signals: NodeSignals) -> None:
+        """Replace node ``i``'s live signals (``UNKNOWN`` makes it neutral again)."""
+        self.measured_at[i] = signals.measured_at
+        self.cpu_pressure_pct[i] = signals.cpu_pressure_pct
+        self.memory_pressure_pct[i] = signals.memory_pressure_pct
+        self.contiguous_2mib_b[i] = signals.contiguous_2mib_b
+        self.true_allocatable_mem_b[i] = signals.true_allocatable_mem_b
+        self.gpu_links[i] = signals.gpu_links
+        self.version[i] += 1
+
+    def expire(self, now: float, ttl_s: float) -> list[int]:
+        """Forget signals older than ``ttl_s``: never act on a dead agent's last word.
+        Returns the nodes that became unknown."""
+        old = np.flatnonzero(now - self.measured_at > ttl_s)  # NaN compares False: unknown stays
+        for i in old.tolist():
+            self.set_signals(i, UNKNOWN)
+        return old.tolist()
+
+    def mem_free_effective(self) -> npt.NDArray[np.int64]:
+        """Free memory per node, lowered where the agent found less really allocatable than
+        the nominal capacity (memory held outside pods, a tighter kubepods limit)."""
+        shortfall = np.where(
+            self.true_allocatable_mem_b >= 0,
+            np.maximum(0, self.mem_cap - self.true_allocatable_mem_b),
+            0,
+        )
+        free: npt.NDArray[np.int64] = self.mem_free - shortfall
+        return free
 
     def gpu_idle_of(self, i: int) -> int:
         """Free milli-GPU of node ``i``."""

@@ -15,10 +15,16 @@ The integer score with a fixed tie order is kept from FGD on purpose: it makes
 near-equal choices land on the same nodes (first fit by rank), which keeps other nodes
 whole for large pods. M and ρ come only from pods already seen (never the future of a
 trace), refreshed at 64, 128, 256 … pods and then every ``relearn_max`` pods.
+
+Live signals adjust the score where an agent reported them (in a trace they are all
+unknown, and neutral): stall pressure above a threshold costs points, a pod that needs
+contiguous memory loses points on a node short of 2 MiB blocks, and a multi-GPU pod gains
+points where its GPUs can all talk over NVLink (and loses them where none can).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
@@ -49,6 +55,14 @@ class StowageArgs:
     """Δvalue that moves the sigmoid by one unit: 1000 makes one score step ≈ 0.04 GPU."""
     relearn_max: int = 4096
     """Most pods between two refreshes of the workload model."""
+    pressure_threshold_pct: float = 10.0
+    """PSI ``some`` below this is normal contention and costs nothing."""
+    pressure_points: float = 50.0
+    """Points a node at 100 % pressure loses (linear from the threshold)."""
+    contiguity_points: float = 20.0
+    """Points lost on a node whose free 2 MiB blocks are fewer than the pod needs."""
+    nvlink_points: float = 5.0
+    """Points won (all GPUs of the pod NVLink-connected) or lost (none connected)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.coverage <= 1:
@@ -59,6 +73,11 @@ class StowageArgs:
             raise ConfigError("stowage.scale_milli: expected a positive number")
         if self.relearn_max < _FIRST_RELEARN:
             raise ConfigError(f"stowage.relearn_max: expected at least {_FIRST_RELEARN}")
+        if not 0 <= self.pressure_threshold_pct < 100:
+            raise ConfigError("stowage.pressure_threshold_pct: expected 0 <= value < 100")
+        for name in ("pressure_points", "contiguity_points", "nvlink_points"):
+            if not 0 <= getattr(self, name) <= 100:
+                raise ConfigError(f"stowage.{name}: expected 0..100")
 
 
 class Stowage(Policy):
@@ -89,16 +108,42 @@ class Stowage(Policy):
     # ---------------------------------------------------------------- policy
 
     def shape_key(self, pod: PodRequest) -> Hashable:
-        return (pod.cpu_m, pod.gpus, pod.gpu_milli, pod.gpu_models)
+        return (pod.cpu_m, pod.gpus, pod.gpu_milli, pod.gpu_models, pod.contiguous_b)
 
     def score(self, state: ClusterState, i: int, pod: PodRequest) -> float:
-        return float(self._best(state, i, pod)[0])
+        return float(self._best(state, i, pod)[0]) + sum(self._live(state, i, pod).values())
 
     def devices(self, state: ClusterState, i: int, pod: PodRequest) -> tuple[int, ...]:
         if pod.sharing:
             return (self._best(state, i, pod)[1],)
-        free = np.flatnonzero(state.gpu_free[i] >= pod.gpu_milli)
-        return tuple(int(d) for d in free[: pod.gpus])
+        free = [int(d) for d in np.flatnonzero(state.gpu_free[i] >= pod.gpu_milli)]
+        links = state.gpu_links[i]
+        if links is None or pod.gpus < 2:
+            return tuple(free[: pod.gpus])
+        return best_linked(free, pod.gpus, links)
+
+    def _live(self, state: ClusterState, i: int, pod: PodRequest) -> dict[str, float]:
+        """Score adjustments from live signals; empty where nothing is known."""
+        out: dict[str, float] = {}
+        readings = (float(state.cpu_pressure_pct[i]), float(state.memory_pressure_pct[i]))
+        pressure = max((p for p in readings if not math.isnan(p)), default=-1.0)
+        threshold = self.args.pressure_threshold_pct
+        if pressure > threshold:
+            share = (min(pressure, 100.0) - threshold) / (100.0 - threshold)
+            out["pressure_points"] = -self.args.pressure_points * share
+        contiguous = int(state.contiguous_2mib_b[i])
+        if pod.contiguous_b and 0 <= contiguous < pod.contiguous_b:
+            out["contiguity_points"] = -self.args.contiguity_points
+        links = state.gpu_links[i]
+        if links is not None and pod.gpus >= 2:
+            chosen = self.devices(state, i, pod)
+            pairs = [(a, b) for k, a in enumerate(chosen) for b in chosen[k + 1 :]]
+            linked = sum(1 for a, b in pairs if links[a][b] > 0)
+            if linked == len(pairs):
+                out["nvlink_points"] = self.args.nvlink_points
+            elif linked == 0:
+                out["nvlink_points"] = -self.args.nvlink_points
+        return out
 
     def explain(self, state: ClusterState, i: int, pod: PodRequest) -> Mapping[str, float]:
         gpus, cpu, model = state.gpu_tuple(i), int(state.cpu_free[i]), _model(state, i)
@@ -118,7 +163,9 @@ class Stowage(Policy):
             "delta_milli": frag_after
             - frag_before
             + self.args.stranding_weight * (stranded_after - stranded_before),
-            NAME: float(score),
+            "placement_score": float(score),
+            **self._live(state, i, pod),
+            NAME: self.score(state, i, pod),
         }
 
     def observe(self, state: ClusterState, pod: PodRequest, placement: Placement | None) -> None:
@@ -157,3 +204,14 @@ class Stowage(Policy):
 
 def _model(state: ClusterState, i: int) -> str:
     return state.models[state.model_id[i]]
+
+
+def best_linked(free: list[int], count: int, links: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+    """The ``count`` free devices with the most NVLinks among them (lowest indices on ties)."""
+    best: tuple[int, ...] = tuple(free[:count])
+    best_links = -1
+    for combo in itertools.combinations(free, count):
+        total = sum(links[a][b] for k, a in enumerate(combo) for b in combo[k + 1 :])
+        if total > best_links:
+            best, best_links = combo, total
+    return best

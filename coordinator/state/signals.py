@@ -1,0 +1,37 @@
+"""What an agent's report adds to a node's row, and what "unknown" looks like.
+
+The coordinator turns each fresh report into :class:`NodeSignals`; a node with no report,
+or one older than its TTL, holds :data:`UNKNOWN` — neutral for every policy, never acted
+on (DESIGN §3). The trace simulator has no agents, so all its nodes stay unknown.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSignals:
+    """Live measurements of one node. NaN / -1 / None mean "not measured"."""
+
+    measured_at: float = math.nan
+    """Unix time of the report these come from."""
+    cpu_pressure_pct: float = math.nan
+    """CPU PSI ``some`` (share of time runnable tasks waited), 0–100."""
+    memory_pressure_pct: float = math.nan
+    """Memory PSI ``some``, 0–100: reclaim and compaction stalls."""
+    contiguous_2mib_b: int = -1
+    """Free memory in blocks of 2 MiB or more, over the zones pods allocate from."""
+    true_allocatable_mem_b: int = -1
+    """Memory pods can really use (agent's true allocatable), bytes."""
+    gpu_links: tuple[tuple[int, ...], ...] | None = None
+    """Active NVLinks between device pairs (``gpu_links[i][j]``), as the agent saw them."""
+
+    @property
+    def known(self) -> bool:
+        return not math.isnan(self.measured_at)
+
+
+UNKNOWN: Final = NodeSignals()
