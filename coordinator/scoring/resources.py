@@ -54,8 +54,11 @@ def requested_and_capacity(
     state: ClusterState, i: int, pod: PodRequest, weights: ResourceWeights
 ) -> Iterator[tuple[int, int, int]]:
     """(weight, requested including the pod, capacity) per weighted resource the node has —
-    kube-scheduler skips resources with no capacity."""
+    kube-scheduler skips resources with no capacity, and extended resources (the GPU) the
+    pod does not request."""
     for name, weight in weights.weights.items():
+        if name == GPU and not pod.gpu_total_milli:
+            continue
         capacity, used = capacity_and_used(state, i, name)
         if capacity and weight:
             yield weight, used + request_of(pod, name), capacity

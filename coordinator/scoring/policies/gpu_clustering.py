@@ -29,7 +29,8 @@ class GpuClustering(Policy):
         tag = pod.tag
         if tag is None:
             return 0.0
-        base = 25 * (MAX_SPEC_GPU_MILLI - state.gpu_idle_of(i)) // MAX_SPEC_GPU_MILLI
+        # Go's integer division truncates toward zero (negative past 8 free GPUs).
+        base = int(25 * (MAX_SPEC_GPU_MILLI - state.gpu_idle_of(i)) / MAX_SPEC_GPU_MILLI)
         tags = state.gpu_tags[i]
         if not tags:
             return float(base + 25)
