@@ -49,7 +49,10 @@ def build(
     target = ratio * sum(n.gpus for n in nodes) * 1000
     total = sum(p.gpu_total_milli for p in sequence)
     clones = 0
-    while total < target:
+    # CPU-only clones add nothing and never stop the loop, so a workload without GPU pods
+    # (or without pods) is not inflated at all.
+    inflatable = any(p.gpus for p in original)
+    while inflatable and total < target:
         pod = original[int(rng.integers(len(original)))]
         if total + pod.gpu_milli > target:
             break

@@ -28,13 +28,19 @@ def parse_seeds(text: str) -> list[int]:
     seeds: list[int] = []
     for part in text.split(","):
         lo, sep, hi = part.strip().partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
+        if not _digits(lo) or (sep and not _digits(hi)):
             raise ConfigError(f"--seeds {text!r}: expected numbers and ranges like 42-51")
         first, last = int(lo), int(hi) if sep else int(lo)
         if last < first:
-            raise ConfigError(f"--seeds {text!r}: range {part} is backwards")
+            raise ConfigError(f"--seeds {text!r}: range {part.strip()} is backwards")
         seeds.extend(range(first, last + 1))
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds {text!r}: a seed is listed twice")
     return seeds
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 def workload_name(path: Path) -> str:
@@ -79,10 +85,17 @@ def main(args: argparse.Namespace) -> int:
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
         if not policies:
             raise ConfigError("--policies is empty")
+        if len(set(policies)) != len(policies):
+            raise ConfigError(f"--policies {args.policies!r}: a policy is listed twice")
         for policy in policies:
             registry.build_policy(policy)  # an unknown name fails here, before any work
         seeds = parse_seeds(args.seeds)
-        _nodes(args.nodes)
+        if not sum(n.gpus for n in _nodes(args.nodes)):
+            raise TraceError(f"{args.nodes}: no node has a GPU")
+        names = [workload_name(p) for p in args.pods]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ConfigError(f"--pods: two pod lists give the workload name {twice[0]!r}")
         for pods in args.pods:
             _pods(pods)
         args.out.mkdir(parents=True, exist_ok=True)

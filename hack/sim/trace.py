@@ -47,7 +47,8 @@ def load_nodes(path: Path) -> list[NodeSpec]:
 def load_pods(path: Path) -> list[PodRequest]:
     def pod(row: dict[str, str], where: str) -> PodRequest:
         gpus = _count(row, "num_gpu", where)
-        milli = min(max(_count(row, "gpu_milli", where), 0), MILLI_PER_GPU) if gpus else 0
+        milli = min(max(_count(row, "gpu_milli", where), 0), MILLI_PER_GPU)
+        milli = milli if gpus else 0
         if gpus and not milli:
             raise TraceError(f"{where}: num_gpu {gpus} with gpu_milli 0")
         spec = frozenset(m for m in (row.get("gpu_spec") or "").split("|") if m)
@@ -67,12 +68,15 @@ def _read(
     path: Path, columns: tuple[str, ...], convert: Callable[[dict[str, str], str], T]
 ) -> list[T]:
     try:
-        with path.open(newline="") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:
             reader = csv.DictReader(f)
-            missing = [c for c in columns if c not in (reader.fieldnames or [])]
-            if missing:
-                raise TraceError(f"{path}: missing column(s) {', '.join(missing)}")
-            items = [convert(row, f"{path}:{n}") for n, row in enumerate(reader, start=2)]
+            try:
+                missing = [c for c in columns if c not in (reader.fieldnames or [])]
+                if missing:
+                    raise TraceError(f"{path}: missing column(s) {', '.join(missing)}")
+                items = [convert(row, f"{path}:{reader.line_num}") for row in reader]
+            except csv.Error as e:
+                raise TraceError(f"{path}:{reader.line_num + 1}: {e}") from e
     except OSError as e:
         raise TraceError(f"{path}: {e.strerror or e}") from e
     except UnicodeDecodeError as e:
