@@ -26,7 +26,10 @@ NAME: Final = "fgd"
 
 def sigmoid_score(delta_milli: float) -> int:
     """The plugin's integer score of a fragmentation increase ``delta_milli``."""
-    return int(100 * (1.0 / (1.0 + math.exp(delta_milli / 1000))))
+    x = delta_milli / 1000
+    if x > 700:  # e^x would overflow; the sigmoid is 0 to double precision long before
+        return 0
+    return int(100 * (1.0 / (1.0 + math.exp(x))))
 
 
 def after_take(gpus: tuple[int, ...], count: int, milli: int) -> tuple[int, ...]:

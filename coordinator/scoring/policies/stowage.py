@@ -103,7 +103,10 @@ class Stowage(Policy):
         return frag + self.args.stranding_weight * self.stranded(cpu_free, gpus)
 
     def _score(self, delta: float) -> int:
-        return int(100 * (1.0 / (1.0 + math.exp(delta / self.args.scale_milli))))
+        x = delta / self.args.scale_milli
+        if x > 700:  # e^x would overflow; the sigmoid is 0 to double precision long before
+            return 0
+        return int(100 * (1.0 / (1.0 + math.exp(x))))
 
     # ---------------------------------------------------------------- policy
 
