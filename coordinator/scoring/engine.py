@@ -137,4 +137,8 @@ class Engine:
         return placement
 
     def explain(self, pod: PodRequest, i: int) -> Mapping[str, float]:
-        return self.policy.explain(self.state, i, pod)
+        """The policy's score of node ``i`` by component; ``{"feasible": 0}`` where the pod
+        does not fit (policies score feasible nodes only)."""
+        if not self.feasible(pod)[i]:
+            return {"feasible": 0.0}
+        return {"feasible": 1.0, **self.policy.explain(self.state, i, pod)}
