@@ -93,6 +93,12 @@ class Policy(abc.ABC):
         """What of the pod the score depends on; None disables score caching."""
         return (pod.cpu_m, pod.mem_b, pod.gpus, pod.gpu_milli, pod.gpu_models)
 
+    def admit(
+        self, state: ClusterState, pod: PodRequest, feasible: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.bool_]:
+        """Narrow the nodes that have room to those the policy accepts (default: all)."""
+        return feasible
+
     @abc.abstractmethod
     def score(self, state: ClusterState, i: int, pod: PodRequest) -> float:
         """Score of feasible node ``i`` for ``pod``; higher is better."""

@@ -114,7 +114,7 @@ class Engine:
 
     def choose(self, pod: PodRequest) -> Placement | None:
         """The best node and its devices for the pod, or None if nothing fits."""
-        feasible = self.feasible(pod)
+        feasible = self.policy.admit(self.state, pod, self.feasible(pod))
         if not feasible.any():
             return None
         scores = self.scores(pod, feasible)

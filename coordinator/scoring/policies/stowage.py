@@ -16,6 +16,10 @@ near-equal choices land on the same nodes (first fit by rank), which keeps other
 whole for large pods. M and ρ come only from pods already seen (never the future of a
 trace), refreshed at 64, 128, 256 … pods and then every ``relearn_max`` pods.
 
+CPU-only pods are admitted to a node only if it keeps enough CPU for the node's whole free
+GPUs (``reserve_gpu_cpu``): when a cluster runs out of CPU, the CPU-only pods wait rather
+than leave GPUs idle.
+
 Live signals adjust the score where an agent reported them (in a trace they are all
 unknown, and neutral): stall pressure above a threshold costs points, a pod that needs
 contiguous memory loses points on a node short of 2 MiB blocks, and a multi-GPU pod gains
@@ -31,13 +35,14 @@ from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 
 from common.errors import ConfigError
 from coordinator.scoring.base import PodRequest, Policy
 from coordinator.scoring.fragmentation import Fragmentation
 from coordinator.scoring.policies.fgd import after_take
 from coordinator.scoring.workload import WorkloadModel
-from coordinator.state.cluster import ClusterState, Placement
+from coordinator.state.cluster import MILLI_PER_GPU, ClusterState, Placement
 
 NAME: Final = "stowage"
 _FIRST_RELEARN: Final = 64
@@ -63,6 +68,12 @@ class StowageArgs:
     """Points lost on a node whose free 2 MiB blocks are fewer than the pod needs."""
     nvlink_points: float = 5.0
     """Points won (all GPUs of the pod NVLink-connected) or lost (none connected)."""
+    reserve_gpu_cpu: bool = True
+    """Keep a CPU-only pod off a node where it would leave the node's whole free GPUs
+    without the CPU GPU pods bring (ρ per milli-GPU). While CPU is plentiful this changes
+    nothing (the pod goes where CPU is spare); when the cluster runs out of CPU, CPU-only
+    pods wait instead of stranding GPUs — the intent of tainting GPU nodes, applied only
+    where it matters. Set false to place CPU-only pods wherever they fit."""
 
     def __post_init__(self) -> None:
         if not 0 < self.coverage <= 1:
@@ -109,6 +120,16 @@ class Stowage(Policy):
         return int(100 * (1.0 / (1.0 + math.exp(x))))
 
     # ---------------------------------------------------------------- policy
+
+    def admit(
+        self, state: ClusterState, pod: PodRequest, feasible: npt.NDArray[np.bool_]
+    ) -> npt.NDArray[np.bool_]:
+        if not self.args.reserve_gpu_cpu or pod.gpus:
+            return feasible
+        whole_free = (state.gpu_free == MILLI_PER_GPU).sum(axis=1) * MILLI_PER_GPU
+        keeps_cpu = state.cpu_free - pod.cpu_m >= self._rho * whole_free
+        admitted: npt.NDArray[np.bool_] = feasible & keeps_cpu
+        return admitted
 
     def shape_key(self, pod: PodRequest) -> Hashable:
         return (pod.cpu_m, pod.gpus, pod.gpu_milli, pod.gpu_models, pod.contiguous_b)

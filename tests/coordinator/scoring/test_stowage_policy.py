@@ -9,9 +9,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from coordinator.scoring.base import PodRequest
 from coordinator.scoring.engine import Engine
 from coordinator.scoring.fragmentation import Shape
 from coordinator.scoring.registry import PolicyContext, build_policy
+from coordinator.state.cluster import ClusterState, NodeSpec, Placement
 from coordinator.state.signals import UNKNOWN, NodeSignals
 from tests.coordinator.scoring.builders import GIB, cluster, occupy, pod
 
@@ -325,3 +327,20 @@ def test_relearn_schedule(relearn_max, observed, epoch):
     for _ in range(observed):
         policy.observe(state, pod(100, 0), None)
     assert policy.epoch == epoch
+
+
+def test_cpu_only_pods_keep_off_cpu_a_nodes_whole_gpus_need():
+    """ρ defaults to 11.6 CPU milli per milli-GPU: one whole free GPU needs 11 600 m."""
+    specs = [NodeSpec("gpu", 20_000, 2**40, 1, "A"), NodeSpec("cpu-rich", 40_000, 2**40, 1, "A")]
+    cpu_pod = PodRequest("c", 10_000, 0)
+    state = ClusterState(specs)
+    reserving = Engine(state, build_policy("stowage"))
+    # 20 000 − 10 000 = 10 000 < 11 600 on "gpu": only "cpu-rich" (30 000 left) admits it.
+    assert reserving.choose(cpu_pod).node == 1
+    state.allocate(Placement(1, ()), 25_000, 0, 0, None)
+    assert reserving.choose(cpu_pod) is None  # waits rather than strand a whole GPU
+    placing = Engine(state, build_policy("stowage", {"reserve_gpu_cpu": False}))
+    assert placing.choose(cpu_pod) is not None
+    # A node whose GPU is in use has nothing to reserve for.
+    state.allocate(Placement(0, (0,)), 1_000, 0, 1000, "1-gpu")
+    assert reserving.choose(cpu_pod).node == 0
