@@ -65,7 +65,39 @@ def summary(
                 cells.append(_mean_sd(seeds))
             parts.append(f"| {workload} | " + " | ".join(cells) + " |")
         parts.append("")
+    parts.append("Failed pods up to arrived = 130 % (mean over seeds): CPU-only / GPU pods\n")
+    parts.append("| workload | " + " | ".join(policies) + " |")
+    parts.append("|---|" + "---|" * len(policies))
+    failed = _failed_at_end(rows)
+    for workload in workloads:
+        cells = []
+        for policy in policies:
+            runs = failed.get((workload, policy), [])
+            if not runs:
+                cells.append("–")
+                continue
+            cpu = statistics.mean(r[0] for r in runs)
+            gpu = statistics.mean(r[1] for r in runs)
+            cells.append(f"{cpu:.0f} / {gpu:.0f}")
+        parts.append(f"| {workload} | " + " | ".join(cells) + " |")
+    parts.append("")
     return "\n".join(parts)
+
+
+def _failed_at_end(
+    rows: Iterable[Mapping[str, Any]],
+) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """(workload, policy) → per seed (failed CPU-only pods, failed GPU pods) at the last x."""
+    last: dict[tuple[str, str, Any], Mapping[str, Any]] = {}
+    for row in rows:
+        key = (row["workload"], row["policy"], row["seed"])
+        if key not in last or int(row["x"]) > int(last[key]["x"]):
+            last[key] = row
+    out: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    for (workload, policy, _), row in last.items():
+        gpu = sum(int(row[f"failed_{c}"]) for c in ("share", "1gpu", "multi"))
+        out[(workload, policy)].append((int(row["failed_cpu"]), gpu))
+    return out
 
 
 def _mean_sd(values: Sequence[float]) -> str:

@@ -89,8 +89,9 @@ def test_two_policies_two_seeds(files):
 
     summary = (out / "summary.md").read_text()
     assert summary in result.stdout
-    assert summary.count("| workload | best-fit | fgd |") == 2
-    for point, line in zip((100, 130), re.findall(r"^\| tiny \|.*$", summary, re.M), strict=True):
+    assert summary.count("| workload | best-fit | fgd |") == 3
+    tables = re.findall(r"^\| tiny \|.*$", summary, re.M)
+    for point, line in zip((100, 130), tables[:2], strict=True):
         assert f"arrived = {point} %" in summary
         cells = [c.strip() for c in line.strip("|").split("|")[1:]]
         for policy, cell in zip(("best-fit", "fgd"), cells, strict=True):
@@ -102,6 +103,13 @@ def test_two_policies_two_seeds(files):
             ]
             assert mean == pytest.approx(statistics.mean(u), abs=0.006)
             assert sd == pytest.approx(statistics.stdev(u), abs=0.006)
+    # The third table: failed CPU-only / GPU pods at the end of the run, mean over seeds.
+    cells = [c.strip() for c in tables[2].strip("|").split("|")[1:]]
+    for policy, cell in zip(("best-fit", "fgd"), cells, strict=True):
+        last = [r for r in rows if (r["policy"], r["x"]) == (policy, "130")]
+        gpu = [sum(int(r[f"failed_{c}"]) for c in ("share", "1gpu", "multi")) for r in last]
+        cpu = [int(r["failed_cpu"]) for r in last]
+        assert cell == f"{statistics.mean(cpu):.0f} / {statistics.mean(gpu):.0f}"
 
 
 def test_the_plot_is_a_png(files):
