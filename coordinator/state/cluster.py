@@ -84,6 +84,9 @@ class ClusterState:
         self.memory_pressure_pct = np.full(n, np.nan)
         self.contiguous_2mib_b = np.full(n, -1, dtype=np.int64)
         self.true_allocatable_mem_b = np.full(n, -1, dtype=np.int64)
+        self.numa_nodes = np.zeros(n, dtype=np.int64)
+        self.largest_numa_cpu_m = np.full(n, -1, dtype=np.int64)
+        self.largest_numa_free_mem_b = np.full(n, -1, dtype=np.int64)
         self.gpu_links: list[tuple[tuple[int, ...], ...] | None] = [None] * n
 
     def __len__(self) -> int:
@@ -152,6 +155,9 @@ class ClusterState:
         self.memory_pressure_pct[i] = signals.memory_pressure_pct
         self.contiguous_2mib_b[i] = signals.contiguous_2mib_b
         self.true_allocatable_mem_b[i] = signals.true_allocatable_mem_b
+        self.numa_nodes[i] = signals.numa_nodes
+        self.largest_numa_cpu_m[i] = signals.largest_numa_cpu_m
+        self.largest_numa_free_mem_b[i] = signals.largest_numa_free_mem_b
         self.gpu_links[i] = signals.gpu_links
         self.version[i] += 1
 

@@ -26,6 +26,12 @@ class NodeSignals:
     """Free memory in blocks of 2 MiB or more, over the zones pods allocate from."""
     true_allocatable_mem_b: int = -1
     """Memory pods can really use (agent's true allocatable), bytes."""
+    numa_nodes: int = 0
+    """NUMA nodes of the machine (0 = unknown)."""
+    largest_numa_cpu_m: int = -1
+    """CPUs of the largest NUMA node, millicores: the most a single-NUMA-aligned pod gets."""
+    largest_numa_free_mem_b: int = -1
+    """Free memory of the NUMA node with the most of it, bytes."""
     gpu_links: tuple[tuple[int, ...], ...] | None = None
     """Active NVLinks between device pairs (``gpu_links[i][j]``), as the agent saw them."""
 
