@@ -6,7 +6,7 @@ compared with the node's capacity of the same resource.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -62,3 +62,19 @@ def requested_and_capacity(
         capacity, used = capacity_and_used(state, i, name)
         if capacity and weight:
             yield weight, used + request_of(pod, name), capacity
+
+
+def weighted_average(
+    state: ClusterState,
+    i: int,
+    pod: PodRequest,
+    weights: ResourceWeights,
+    per_resource: Callable[[int, int], int],
+) -> float:
+    """kube-scheduler's ``Σ score_r·w_r / Σ w_r`` in integer arithmetic, where
+    ``per_resource(requested, capacity)`` scores one resource 0..100."""
+    total = weight_sum = 0
+    for weight, requested, capacity in requested_and_capacity(state, i, pod, weights):
+        total += per_resource(requested, capacity) * weight
+        weight_sum += weight
+    return float(total // weight_sum) if weight_sum else 0.0

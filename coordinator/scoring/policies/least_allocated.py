@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from coordinator.scoring.base import PodRequest, Policy
-from coordinator.scoring.resources import ResourceWeights, requested_and_capacity
+from coordinator.scoring.resources import ResourceWeights, weighted_average
 from coordinator.state.cluster import ClusterState
 
 NAME: Final = "least-allocated"
@@ -23,9 +23,8 @@ class LeastAllocated(Policy):
         self.weights = weights
 
     def score(self, state: ClusterState, i: int, pod: PodRequest) -> float:
-        total = weight_sum = 0
-        for weight, requested, capacity in requested_and_capacity(state, i, pod, self.weights):
-            part = 0 if requested > capacity else (capacity - requested) * 100 // capacity
-            total += part * weight
-            weight_sum += weight
-        return float(total // weight_sum) if weight_sum else 0.0
+        return weighted_average(state, i, pod, self.weights, least_requested)
+
+
+def least_requested(requested: int, capacity: int) -> int:
+    return 0 if requested > capacity else (capacity - requested) * 100 // capacity

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Final
 
 from coordinator.scoring.base import PodRequest, Policy
-from coordinator.scoring.resources import ResourceWeights, requested_and_capacity
+from coordinator.scoring.resources import ResourceWeights, weighted_average
 from coordinator.state.cluster import ClusterState
 
 NAME: Final = "most-allocated"
@@ -22,8 +22,8 @@ class MostAllocated(Policy):
         self.weights = weights
 
     def score(self, state: ClusterState, i: int, pod: PodRequest) -> float:
-        total = weight_sum = 0
-        for weight, requested, capacity in requested_and_capacity(state, i, pod, self.weights):
-            total += min(requested, capacity) * 100 // capacity * weight
-            weight_sum += weight
-        return float(total // weight_sum) if weight_sum else 0.0
+        return weighted_average(state, i, pod, self.weights, most_requested)
+
+
+def most_requested(requested: int, capacity: int) -> int:
+    return min(requested, capacity) * 100 // capacity
