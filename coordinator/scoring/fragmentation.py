@@ -58,24 +58,16 @@ def typical_shapes(
     return [(shape, count / covered) for shape, count in chosen]
 
 
-def shape_fragment(cpu_free: int, gpus: Sequence[int], model: str, shape: Shape) -> int:
-    """Free milli-GPU of one node that ``shape`` cannot use."""
-    idle = sum(g for g in gpus if g > 0)
-    if shape.gpus == 0 or (shape.models and model not in shape.models):
-        return idle
-    if cpu_free < shape.cpu_m or sum(1 for g in gpus if g >= shape.gpu_milli) < shape.gpus:
-        return idle
-    return sum(g for g in gpus if 0 < g < shape.gpu_milli)
-
-
 class Fragmentation:
     """F_n(M) for a fixed target workload M, memoised on node state.
 
     The memo is keyed by the devices in the order given (a placement changes one node, and
     the same tuples recur), then by the sorted multiset the value really depends on. A miss
-    sums the shapes in their fixed order — the same additions as :func:`shape_fragment`
-    one by one, so the floats agree to the bit — but measures each distinct per-GPU size
-    against the devices only once.
+    adds ``weight × fragment`` shape by shape in their fixed order (the reference's
+    additions, so the floats agree with it to the bit), measuring each distinct per-GPU
+    size against the devices only once. A shape's fragment is the node's idle milli when
+    it cannot run there at all (no GPU needed, wrong model, too little CPU, too few devices
+    with room), else the idle milli on devices too small for it.
     """
 
     def __init__(self, shapes: Sequence[tuple[Shape, float]]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.scoring.fragmentation import Fragmentation, Shape, shape_fragment, typical_shapes
+from coordinator.scoring.fragmentation import Fragmentation, Shape, typical_shapes
 from tests.coordinator.scoring.builders import GIB, pod
 
 A = Shape(1000, 1000, 1)
@@ -89,7 +89,8 @@ def test_typical_shapes_default_coverage_is_95_percent():
     ],
 )
 def test_shape_fragment_cases(cpu_free, gpus, model, shape, expected):
-    assert shape_fragment(cpu_free, gpus, model, shape) == expected
+    # One shape of weight 1: F_n is exactly that shape's fragment.
+    assert Fragmentation([(shape, 1.0)]).node(cpu_free, tuple(gpus), model) == expected
 
 
 def test_node_fragmentation_is_the_weighted_sum():
