@@ -27,25 +27,23 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlparse
 
 from agent.collectors import base
 from agent.settings import AgentSettings, PodsSettings
-from common import codec, quantity
+from common import codec, podspec
 from common.clock import Clock
 from common.errors import QuantityError, SchemaError
 from common.schema import PodInfo, PodsSection, Resources
 
 if TYPE_CHECKING:
-    from kubernetes.client import ApiClient, V1Pod, V1PodList, V1ResourceRequirements
+    from kubernetes.client import ApiClient
 
 NAME: Final = "pods"
 
@@ -53,16 +51,8 @@ log = logging.getLogger(__name__)
 
 _TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 """Finished pods hold no resources; the scheduler does not count them either."""
-_QOS_RESOURCES: Final = frozenset({"cpu", "memory"})
-_POD_LEVEL_RESOURCES: Final = frozenset({"cpu", "memory"})
-_GPU: Final = "nvidia.com/gpu"
-_HUGEPAGES: Final = "hugepages-"
-_NOT_EXTENDED: Final = frozenset({"cpu", "memory", "ephemeral-storage", _GPU})
 _MAX_LABEL_VALUE: Final = 4096
 """The schema's ``Text`` cap. A longer annotation value is dropped, not the whole pod."""
-
-Amounts = dict[str, Fraction]
-"""Resource name -> exact quantity, like Go's ``v1.ResourceList``."""
 
 
 def choose_source(pods: PodsSettings, environ: Mapping[str, str]) -> str:
@@ -102,9 +92,10 @@ class PodsCollector:
         fetch = self._list_from_apiserver if source == "apiserver" else self._list_from_kubelet
         pod_list = _translate_errors(source, fetch)
         measured_at = self._clock.wall()
-        return PodsSection(
-            measured_at=measured_at, source=source, pods=self._pod_infos(pod_list.items or [])
-        )
+        items = pod_list.get("items") if isinstance(pod_list, dict) else None
+        if not isinstance(items, list):
+            raise base.CollectorError(f"pods: {source} sent an invalid PodList: no items list")
+        return PodsSection(measured_at=measured_at, source=source, pods=self._pod_infos(items))
 
     def close(self) -> None:
         if self._client is not None:
@@ -113,17 +104,21 @@ class PodsCollector:
 
     # ----------------------------------------------------------------- sources
 
-    def _list_from_apiserver(self) -> V1PodList:
+    def _list_from_apiserver(self) -> Any:
+        """The PodList as JSON: decoding it into client model objects costs more than the
+        whole rest of a collection cycle, and the pod arithmetic works on JSON."""
         from kubernetes import client
 
         api = client.CoreV1Api(self._api_client("apiserver"))
-        return api.list_pod_for_all_namespaces(
+        response = api.list_pod_for_all_namespaces(
             field_selector=f"spec.nodeName={self._node}",
             resource_version="0",
             _request_timeout=self._settings.timeout_s,
+            _preload_content=False,
         )
+        return json.loads(response.data)
 
-    def _list_from_kubelet(self) -> V1PodList:
+    def _list_from_kubelet(self) -> Any:
         api = self._api_client("kubelet")
         headers = {"Accept": "application/json"}
         if self._settings.token_file:  # re-read each time: projected tokens rotate
@@ -135,9 +130,10 @@ class PodsCollector:
         response = api.call_api(
             method, url, header_params=headers, _request_timeout=self._settings.timeout_s
         )
-        response.read()
-        pod_list: V1PodList = api.response_deserialize(response, {"200": "V1PodList"}).data
-        return pod_list
+        body = response.read()
+        if not 200 <= response.status < 300:
+            api.response_deserialize(response, {})  # raises ApiException with the status
+        return json.loads(body)
 
     def _api_client(self, source: str) -> ApiClient:
         """The cached client, built on first use; a failed build is retried next cycle."""
@@ -156,7 +152,7 @@ class PodsCollector:
 
     # ------------------------------------------------------------- conversion
 
-    def _pod_infos(self, pods: Iterable[V1Pod]) -> list[PodInfo]:
+    def _pod_infos(self, pods: Iterable[Any]) -> list[PodInfo]:
         """Running and pending pods as PodInfo.
 
         A pod with a malformed quantity or an out-of-range value is *skipped*, not
@@ -167,12 +163,15 @@ class PodsCollector:
         infos: list[PodInfo] = []
         bad: set[str] = set()
         for pod in pods:
-            if pod.status is not None and pod.status.phase in _TERMINAL_PHASES:
+            if not isinstance(pod, dict):
+                raise base.CollectorError("pods: the PodList holds an item that is not an object")
+            if (pod.get("status") or {}).get("phase") in _TERMINAL_PHASES:
                 continue
             try:
                 infos.append(codec.validate(_pod_info(pod, self._settings.label_keys)))
-            except (QuantityError, SchemaError) as e:
-                key = f"{pod.metadata.namespace}/{pod.metadata.name}"
+            except (QuantityError, SchemaError, TypeError, AttributeError) as e:
+                meta = pod.get("metadata") or {}
+                key = f"{meta.get('namespace')}/{meta.get('name')}"
                 bad.add(key)
                 if key not in self._bad_pods:
                     log.warning("pods: skipping pod %s: %s", key, e)
@@ -229,7 +228,7 @@ def _quiet_unverified_tls(url: str) -> None:
     log.warning("pods: the kubelet's TLS certificate is not verified (no kubelet CA file)")
 
 
-def _translate_errors(source: str, fetch: Callable[[], V1PodList]) -> V1PodList:
+def _translate_errors(source: str, fetch: Callable[[], Any]) -> Any:
     """Run ``fetch``; turn client errors into NoData (unreachable) or CollectorError."""
     import pydantic
     import urllib3
@@ -278,141 +277,30 @@ def _short_cause(e: Exception) -> str:
 # --------------------------------------------------------------- pod arithmetic
 
 
-def _pod_info(pod: V1Pod, label_keys: Iterable[str]) -> PodInfo:
-    meta, spec, status = pod.metadata, pod.spec, pod.status
-    labels, annotations = (meta.labels or {}), (meta.annotations or {})
+def _pod_info(raw: Mapping[str, Any], label_keys: Iterable[str]) -> PodInfo:
+    """A pod in JSON form (what the API server sends) as the report's PodInfo."""
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    labels, annotations = (meta.get("labels") or {}), (meta.get("annotations") or {})
     picked = {
         k: v
         for k in label_keys
         if (v := labels.get(k, annotations.get(k))) is not None and len(v) <= _MAX_LABEL_VALUE
     }
     return PodInfo(
-        namespace=meta.namespace,
-        name=meta.name,
-        uid=meta.uid,
-        phase=(status.phase if status else None) or "Unknown",
-        qos_class=(status.qos_class if status else None) or qos_class(pod),
-        priority=spec.priority or 0,
-        priority_class=spec.priority_class_name or None,
-        requests=_resources(pod_requests(pod)),
-        limits=_resources(pod_limits(pod)),
+        namespace=meta.get("namespace") or "",
+        name=meta.get("name") or "",
+        uid=meta.get("uid") or "",
+        phase=status.get("phase") or "Unknown",
+        qos_class=podspec.qos_class(raw),
+        priority=spec.get("priority") or 0,
+        priority_class=spec.get("priorityClassName") or None,
+        requests=_resources(podspec.totals(podspec.requests(raw))),
+        limits=_resources(podspec.totals(podspec.limits(raw))),
         labels=picked,
     )
 
 
-def _amounts(raw: Mapping[str, str] | None) -> Amounts:
-    out: Amounts = {}
-    for name, text in (raw or {}).items():
-        value = quantity.parse_value(text)
-        if value < 0:
-            raise QuantityError(f"{name}: negative quantity {text!r}")
-        out[name] = value
-    return out
-
-
-def _requests_of(rr: V1ResourceRequirements | None) -> Amounts:
-    """Requests, with API defaulting applied: a limit without a request is also the request."""
-    return _amounts({**(rr.limits or {}), **(rr.requests or {})}) if rr else {}
-
-
-def _limits_of(rr: V1ResourceRequirements | None) -> Amounts:
-    return _amounts(rr.limits) if rr else {}
-
-
-def _add(into: Amounts, other: Mapping[str, Fraction]) -> None:
-    for name, value in other.items():
-        into[name] = into.get(name, Fraction(0)) + value
-
-
-def _max(into: Amounts, other: Mapping[str, Fraction]) -> None:
-    for name, value in other.items():
-        into[name] = max(into.get(name, value), value)
-
-
-def _aggregate(pod: V1Pod, pick: Callable[[V1ResourceRequirements | None], Amounts]) -> Amounts:
-    """``AggregateContainerRequests``: what the pod needs at its peak, container by container.
-
-    Regular containers run together, so they add up. Init containers run one at a time,
-    each alongside the sidecars (``restartPolicy: Always``) started before it; sidecars
-    keep running, so they also add to the total. The peak is the larger of the two phases.
-    """
-    spec = pod.spec
-    total: Amounts = {}
-    for c in spec.containers or []:
-        _add(total, pick(c.resources))
-    sidecars: Amounts = {}
-    init_peak: Amounts = {}
-    for c in spec.init_containers or []:
-        own = pick(c.resources)
-        if c.restart_policy == "Always":
-            _add(total, own)
-            _add(sidecars, own)
-            during = sidecars
-        else:
-            during = dict(own)
-            _add(during, sidecars)
-        _max(init_peak, during)
-    _max(total, init_peak)
-    return total
-
-
-def pod_requests(pod: V1Pod) -> Amounts:
-    """``PodRequests``: containers, then pod-level cpu/memory if set, plus overhead."""
-    requests = _aggregate(pod, _requests_of)
-    pod_level = _requests_of(pod.spec.resources)
-    requests.update({k: v for k, v in pod_level.items() if k in _POD_LEVEL_RESOURCES})
-    _add(requests, _amounts(pod.spec.overhead))
-    return requests
-
-
-def pod_limits(pod: V1Pod) -> Amounts:
-    """``PodLimits``: like requests, but overhead only raises limits that exist (0 = none)."""
-    limits = _aggregate(pod, _limits_of)
-    pod_level = _limits_of(pod.spec.resources)
-    limits.update({k: v for k, v in pod_level.items() if k in _POD_LEVEL_RESOURCES})
-    for name, value in _amounts(pod.spec.overhead).items():
-        if name in limits:
-            limits[name] += value
-    return limits
-
-
-def qos_class(pod: V1Pod) -> str:
-    """``ComputePodQOS``, for sources that leave ``status.qosClass`` empty.
-
-    Guaranteed: every container limits cpu and memory and the summed requests equal the
-    summed limits; BestEffort: no cpu/memory request or limit anywhere; else Burstable.
-    Pod-level resources, when set, replace the containers.
-    """
-    spec = pod.spec
-    if spec.resources is not None and (spec.resources.requests or spec.resources.limits):
-        groups = [spec.resources]
-    else:
-        groups = [c.resources for c in [*(spec.containers or []), *(spec.init_containers or [])]]
-    requests: Amounts = {}
-    limits: Amounts = {}
-    guaranteed = True
-    for rr in groups:
-        _add(requests, {k: v for k, v in _requests_of(rr).items() if k in _QOS_RESOURCES and v})
-        own_limits = {k: v for k, v in _limits_of(rr).items() if k in _QOS_RESOURCES and v}
-        _add(limits, own_limits)
-        guaranteed = guaranteed and own_limits.keys() == _QOS_RESOURCES
-    if not requests and not limits:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed and requests == limits else "Burstable"
-
-
-def _resources(amounts: Amounts) -> Resources:
-    """Round once, up, like ``MilliValue()`` for cpu and ``Value()`` for the rest."""
-    hugepages = sum((v for k, v in amounts.items() if k.startswith(_HUGEPAGES)), Fraction(0))
-    extended = {
-        k: math.ceil(v)
-        for k, v in amounts.items()
-        if k not in _NOT_EXTENDED and not k.startswith(_HUGEPAGES)
-    }
+def _resources(t: podspec.Totals) -> Resources:
     return Resources(
-        cpu_m=math.ceil(amounts.get("cpu", 0) * 1000),
-        mem_b=math.ceil(amounts.get("memory", 0)),
-        gpu=math.ceil(amounts.get(_GPU, 0)),
-        hugepages_b=math.ceil(hugepages),
-        extended=extended,
+        cpu_m=t.cpu_m, mem_b=t.mem_b, gpu=t.gpu, hugepages_b=t.hugepages_b, extended=t.extended
     )

@@ -31,7 +31,7 @@ from agent.collectors import pods
 from agent.collectors.base import CollectorError, NoData
 from agent.hostpaths import HostPaths
 from agent.settings import AgentSettings, PodsSettings
-from common import codec
+from common import codec, podspec
 from common.schema import PodsSection, Resources
 
 NODE = "node-a"
@@ -455,36 +455,26 @@ def test_requests_and_limits_follow_the_scheduler(kube, kubeconfig, make_collect
 
 
 def test_overhead_is_not_added_to_missing_limits():
-    pod = _model(
-        pod_json(
-            "kata",
-            overhead={"cpu": "250m", "memory": "160Mi"},
-            containers=[container("c", requests={"cpu": "1"}, limits={"memory": "1Gi"})],
-        )
+    pod = pod_json(
+        "kata",
+        overhead={"cpu": "250m", "memory": "160Mi"},
+        containers=[container("c", requests={"cpu": "1"}, limits={"memory": "1Gi"})],
     )
 
     # The memory limit is also the request (API defaulting), then overhead is added.
-    assert pods.pod_requests(pod) == {"cpu": 1.25, "memory": GI + 160 * MI}
-    assert pods.pod_limits(pod) == {"memory": GI + 160 * MI}  # no cpu limit: stays absent
+    assert podspec.requests(pod) == {"cpu": 1.25, "memory": GI + 160 * MI}
+    assert podspec.limits(pod) == {"memory": GI + 160 * MI}  # no cpu limit: stays absent
 
 
 def test_rounding_happens_once_after_summing():
-    pod = _model(
-        pod_json(
-            "tiny",
-            containers=[
-                container("a", requests={"cpu": "0.5m"}),
-                container("b", requests={"cpu": "0.5m"}),
-            ],
-        )
+    pod = pod_json(
+        "tiny",
+        containers=[
+            container("a", requests={"cpu": "0.5m"}),
+            container("b", requests={"cpu": "0.5m"}),
+        ],
     )
-    assert pods._resources(pods.pod_requests(pod)).cpu_m == 1  # Go: 1m, not 1m + 1m
-
-
-def _model(data: dict[str, Any]) -> Any:
-    from kubernetes.client import V1Pod
-
-    return V1Pod.from_dict(data)
+    assert podspec.totals(podspec.requests(pod)).cpu_m == 1  # Go: 1m, not 1m + 1m
 
 
 @pytest.mark.parametrize(
@@ -541,19 +531,16 @@ def _model(data: dict[str, Any]) -> Any:
     ],
 )
 def test_qos_class_is_computed_like_kubernetes(containers, init, expected):
-    assert (
-        pods.qos_class(_model(pod_json("p", containers=containers, init_containers=init)))
-        == expected
-    )
+    assert podspec.qos_class(pod_json("p", containers=containers, init_containers=init)) == expected
 
 
 def test_qos_class_uses_pod_level_resources_when_set():
     data = pod_json("p", containers=[container("a"), container("b")])
     data["spec"]["resources"] = {"limits": {"cpu": "2", "memory": "2Gi"}}
-    pod = _model(data)
+    pod = data
 
-    assert pods.qos_class(pod) == "Guaranteed"
-    assert pods.pod_requests(pod) == {"cpu": 2, "memory": 2 * GI}
+    assert podspec.qos_class(pod) == "Guaranteed"
+    assert podspec.requests(pod) == {"cpu": 2, "memory": 2 * GI}
 
 
 def test_labels_are_filtered_and_labels_win_over_annotations(kube, kubeconfig, make_collector):
