@@ -40,6 +40,10 @@ class PodRequest:
     contiguous_b: int = 0
     """Memory it needs in blocks of 2 MiB or more (hugepage requests, or the opt-in
     annotation); 0 for ordinary pods, whose memory can come from anywhere."""
+    batch: bool = False
+    """Throughput work that can wait: kept off nodes already running hot."""
+    numa_aligned: bool = False
+    """Guaranteed with whole CPUs: kubelet's topology manager may pin it to one NUMA node."""
 
     def __post_init__(self) -> None:
         if self.cpu_m < 0 or self.mem_b < 0 or self.gpus < 0 or self.contiguous_b < 0:

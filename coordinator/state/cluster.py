@@ -82,11 +82,13 @@ class ClusterState:
         self.measured_at = np.full(n, np.nan)
         self.cpu_pressure_pct = np.full(n, np.nan)
         self.memory_pressure_pct = np.full(n, np.nan)
+        self.cpu_used_pct = np.full(n, np.nan)
         self.contiguous_2mib_b = np.full(n, -1, dtype=np.int64)
         self.true_allocatable_mem_b = np.full(n, -1, dtype=np.int64)
         self.numa_nodes = np.zeros(n, dtype=np.int64)
         self.largest_numa_cpu_m = np.full(n, -1, dtype=np.int64)
         self.largest_numa_free_mem_b = np.full(n, -1, dtype=np.int64)
+        self.topology_policy: list[str] = [""] * n
         self.gpu_links: list[tuple[tuple[int, ...], ...] | None] = [None] * n
 
     def __len__(self) -> int:
@@ -153,11 +155,13 @@ class ClusterState:
         self.measured_at[i] = signals.measured_at
         self.cpu_pressure_pct[i] = signals.cpu_pressure_pct
         self.memory_pressure_pct[i] = signals.memory_pressure_pct
+        self.cpu_used_pct[i] = signals.cpu_used_pct
         self.contiguous_2mib_b[i] = signals.contiguous_2mib_b
         self.true_allocatable_mem_b[i] = signals.true_allocatable_mem_b
         self.numa_nodes[i] = signals.numa_nodes
         self.largest_numa_cpu_m[i] = signals.largest_numa_cpu_m
         self.largest_numa_free_mem_b[i] = signals.largest_numa_free_mem_b
+        self.topology_policy[i] = signals.topology_policy
         self.gpu_links[i] = signals.gpu_links
         self.version[i] += 1
 

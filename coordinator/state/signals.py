@@ -22,6 +22,8 @@ class NodeSignals:
     """CPU PSI ``some`` (share of time runnable tasks waited), 0–100."""
     memory_pressure_pct: float = math.nan
     """Memory PSI ``some``, 0–100: reclaim and compaction stalls."""
+    cpu_used_pct: float = math.nan
+    """Real CPU use of the whole node over the agent's last interval, 0–100."""
     contiguous_2mib_b: int = -1
     """Free memory in blocks of 2 MiB or more, over the zones pods allocate from."""
     true_allocatable_mem_b: int = -1
@@ -32,6 +34,8 @@ class NodeSignals:
     """CPUs of the largest NUMA node, millicores: the most a single-NUMA-aligned pod gets."""
     largest_numa_free_mem_b: int = -1
     """Free memory of the NUMA node with the most of it, bytes."""
+    topology_policy: str = ""
+    """kubelet's topology manager policy (``single-numa-node``, ``restricted`` …); "" unknown."""
     gpu_links: tuple[tuple[int, ...], ...] | None = None
     """Active NVLinks between device pairs (``gpu_links[i][j]``), as the agent saw them."""
 

@@ -1,0 +1,106 @@
+"""Kubernetes Nodes and Pods (JSON, as the API server and kube-scheduler send them) as the
+engine's :class:`NodeSpec` and :class:`PodRequest`.
+
+A Node's size is its ``status.allocatable``; its GPUs are ``nvidia.com/gpu`` and their
+model the GPU feature discovery label. A Pod's request is counted as the scheduler counts
+it (:mod:`common.podspec`). Shared GPUs, accepted GPU models, contiguous memory and the
+batch class come from ``stowage.io/`` annotations (labels work too).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any, Final
+
+from common import podspec, quantity
+from common.errors import QuantityError
+from coordinator.scoring.base import PodRequest
+from coordinator.state.cluster import MILLI_PER_GPU, NodeSpec
+
+GPU_MODEL_LABELS: Final = ("stowage.io/gpu-model", "nvidia.com/gpu.product")
+GPU_MILLI: Final = "stowage.io/gpu-milli"
+"""Share of each requested GPU in milli (``"500"``) for pods that share GPUs."""
+GPU_MODELS: Final = "stowage.io/gpu-models"
+"""GPU models a pod accepts, ``|``-separated (``"A100|H100"``)."""
+CONTIGUOUS: Final = "stowage.io/needs-contiguous-memory"
+"""``"true"`` (the configured threshold) or a quantity of memory needed in 2 MiB blocks."""
+QOS: Final = "stowage.io/qos"
+"""``batch`` or ``best-effort`` marks throughput work; anything else is latency-sensitive."""
+BATCH_CLASSES: Final = frozenset({"batch", "best-effort"})
+
+
+class ObjectError(ValueError):
+    """A Node or Pod that cannot be understood; the message names the object and field."""
+
+
+def node_spec(node: Mapping[str, Any]) -> NodeSpec:
+    meta = node.get("metadata") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ObjectError("node without metadata.name")
+    status = node.get("status") or {}
+    allocatable = status.get("allocatable") or status.get("capacity") or {}
+    labels = meta.get("labels") or {}
+    try:
+        cpu_m = math.ceil(_quantity(allocatable, "cpu") * 1000)
+        mem_b = math.ceil(_quantity(allocatable, "memory"))
+        gpus = math.floor(_quantity(allocatable, podspec.GPU))
+    except QuantityError as e:
+        raise ObjectError(f"node {name}: status.allocatable: {e}") from e
+    model = next((labels[k] for k in GPU_MODEL_LABELS if labels.get(k)), "")
+    return NodeSpec(name=name, cpu_m=cpu_m, mem_b=mem_b, gpus=gpus, gpu_model=model)
+
+
+def pod_request(pod: Mapping[str, Any], contiguity_default_b: int) -> PodRequest:
+    meta = pod.get("metadata") or {}
+    name = f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
+    marks = {**(meta.get("annotations") or {}), **(meta.get("labels") or {})}
+    try:
+        totals = podspec.totals(podspec.requests(pod))
+        milli = _gpu_milli(marks.get(GPU_MILLI))
+        contiguous = _contiguous(marks.get(CONTIGUOUS), contiguity_default_b)
+    except (QuantityError, ValueError) as e:
+        raise ObjectError(f"pod {name}: {e}") from e
+    models = frozenset(m for m in str(marks.get(GPU_MODELS) or "").split("|") if m)
+    gpus = totals.gpu if totals.gpu else (1 if milli < MILLI_PER_GPU else 0)
+    return PodRequest(
+        name=name,
+        cpu_m=totals.cpu_m,
+        mem_b=totals.mem_b,
+        gpus=gpus,
+        gpu_milli=milli if gpus else 0,
+        gpu_models=models if gpus else frozenset(),
+        contiguous_b=max(contiguous, totals.hugepages_b),
+        batch=str(marks.get(QOS, "")).lower() in BATCH_CLASSES
+        or podspec.qos_class(pod) == "BestEffort",
+        numa_aligned=podspec.qos_class(pod) == "Guaranteed"
+        and totals.cpu_m > 0
+        and totals.cpu_m % 1000 == 0,
+    )
+
+
+def _quantity(resources: Mapping[str, Any], name: str) -> Fraction:
+    raw = resources.get(name)
+    return quantity.parse_value(str(raw)) if raw is not None else Fraction(0)
+
+
+def _gpu_milli(raw: Any) -> int:
+    if raw is None or raw == "":
+        return MILLI_PER_GPU
+    text = str(raw).strip()
+    if not text.isdigit() or not 0 < int(text) <= MILLI_PER_GPU:
+        raise ValueError(f"{GPU_MILLI} {text!r}: expected an integer 1..1000")
+    return int(text)
+
+
+def _contiguous(raw: Any, default_b: int) -> int:
+    if raw is None or str(raw).lower() in ("", "false", "no"):
+        return 0
+    if str(raw).lower() in ("true", "yes"):
+        return default_b
+    value = quantity.parse_value(str(raw))
+    if value < 0:
+        raise ValueError(f"{CONTIGUOUS} {raw!r}: negative")
+    return math.ceil(value)
