@@ -71,15 +71,23 @@ class LiveCluster:
         self.held: dict[str, Held] = {}  # pod uid -> what it holds
         self.signals: dict[str, NodeSignals] = {}
         self.reports: dict[str, NodeReport] = {}
+        self.pods: dict[str, PodRequest] = {}
+        """Every non-terminal pod the API server has, bound or pending, by ``ns/name``."""
         self.state: ClusterState | None = None
         self.engine: Engine | None = None
 
     # ------------------------------------------------------------------ nodes
 
     def upsert_node(self, node: Mapping[str, Any]) -> None:
-        spec = node_spec(node)
-        if self.specs.get(spec.name) != spec:
-            self.specs[spec.name] = spec
+        self.upsert_nodes([node])
+
+    def upsert_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
+        """Several nodes at once: one rebuild however many changed (all parsed first, so a
+        bad one changes nothing)."""
+        specs = [node_spec(n) for n in nodes]
+        changed = [s for s in specs if self.specs.get(s.name) != s]
+        if changed:
+            self.specs.update((s.name, s) for s in changed)
             self._rebuild()
 
     def remove_node(self, name: str) -> None:
@@ -113,29 +121,49 @@ class LiveCluster:
         uid = meta.get("uid")
         if not uid:
             return
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
         node = (pod.get("spec") or {}).get("nodeName")
-        phase = (pod.get("status") or {}).get("phase")
         current = self.held.get(uid)
-        if not node or phase in TERMINAL_PHASES or node not in self.specs:
-            if current is not None and current.assumed_until is None:
+        if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            self.pods.pop(key, None)
+            if current is not None:
                 self._release(uid)
             return
-        if current is not None and current.node == node and current.assumed_until is None:
-            return  # already counted where it is
         try:
             request = pod_request(pod, self.settings.signals.contiguity_threshold_b)
         except ObjectError as e:
             log.warning("ignoring pod: %s", e)
             return
-        if current is not None:
-            self._release(uid)
-        else:  # first sight of this pod: a policy that learns the workload learns from it
+        if key not in self.pods:  # first sight: a policy that learns the workload learns it
             self.policy.observe(self.state, request, None)  # type: ignore[arg-type]
+        self.pods[key] = request
+        if not node or node not in self.specs:
+            if current is not None and current.assumed_until is None:
+                self._release(uid)
+            return
+        if current is not None:
+            if current.node == node and current.assumed_until is None:
+                return  # already counted where it is
+            self._release(uid)
         self._hold(uid, node, request, assumed_until=None)
 
-    def remove_pod(self, uid: str) -> None:
+    def remove_pod(self, pod: Mapping[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        self.pods.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", None)
+        uid = meta.get("uid")
         if uid in self.held:
             self._release(uid)
+
+    def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
+        """A full relist: forget bound pods the list no longer has (assumed ones stay)."""
+        pods = list(pods)
+        listed = {(p.get("metadata") or {}).get("uid") for p in pods}
+        for uid in [u for u, h in self.held.items() if h.assumed_until is None]:
+            if uid not in listed:
+                self._release(uid)
+        self.pods.clear()
+        for pod in pods:
+            self.upsert_pod(pod)
 
     def assume(self, uid: str, request: PodRequest, node: str) -> None:
         """Count a pod on the node the extender ranked first until the watch catches up."""

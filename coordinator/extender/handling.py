@@ -1,0 +1,113 @@
+"""HTTP plumbing shared by the scheduler endpoints.
+
+* **Bodies are read here, capped per route**, not through ``request.read()``: the app's
+  ``client_max_size`` (1 MiB by default) is sized for agent reports, while a filter call
+  in Nodes mode carries every candidate Node object. Above the cap the answer is 413.
+* **What cannot be understood is a 400** whose JSON body says what was wrong
+  (``{"error": "NodeNames[1]: expected a string, got number"}``), answered before
+  anything in the cluster changes: requests are decoded and checked whole first.
+* **Every verb is timed** in ``stowage_request_duration_seconds{verb=…}``, 400s included.
+* **No authentication**: kube-scheduler's and Volcano's extender clients send no
+  credentials (only TLS, configured on their side); these endpoints change nothing but
+  short-lived assumptions, and are meant to be reachable only from the schedulers.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from aiohttp import web
+
+from coordinator.config import CoordinatorSettings
+from coordinator.extender.wire import WireError, error_body, parse_json
+from coordinator.live import LiveCluster
+from coordinator.scoring.base import PodRequest
+from coordinator.services import SERVICES, Services
+from coordinator.state.kubeobjects import ObjectError, node_spec, pod_request
+
+log = logging.getLogger(__name__)
+
+MIB = 2**20
+CHUNK_B = 64 * 1024
+
+Handler = Callable[[web.Request, Services], Awaitable[web.StreamResponse]]
+
+
+def endpoint(verb: str) -> Callable[[Handler], Callable[[web.Request], Awaitable[Any]]]:
+    """Wrap ``handler(request, services)``: time it under ``verb`` and answer a
+    :class:`WireError` with its status (400 or 413) and ``{"error": message}``."""
+
+    def wrap(handler: Handler) -> Callable[[web.Request], Awaitable[Any]]:
+        @functools.wraps(handler)
+        async def run(request: web.Request) -> web.StreamResponse:
+            services = request.config_dict[SERVICES]
+            with services.metrics.request_seconds.labels(verb).time():
+                try:
+                    return await handler(request, services)
+                except WireError as e:
+                    log.info("%s %s: %s", verb, e.status, e)
+                    return web.json_response(error_body(str(e)), status=e.status)
+
+        return run
+
+    return wrap
+
+
+async def read_json(request: web.Request, limit_b: int) -> Any:
+    """The request's JSON body, refusing (413) anything over ``limit_b`` bytes."""
+    too_large = WireError(f"body larger than {limit_b} bytes", status=413)
+    if request.content_length is not None and request.content_length > limit_b:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_chunked(CHUNK_B):
+        size += len(chunk)
+        if size > limit_b:
+            raise too_large
+        chunks.append(chunk)
+    return parse_json(b"".join(chunks))
+
+
+def request_of(pod: Mapping[str, Any], settings: CoordinatorSettings) -> PodRequest:
+    """What the pod asks for, or a :class:`WireError` naming what is wrong with it."""
+    try:
+        return pod_request(pod, settings.signals.contiguity_threshold_b)
+    except ObjectError as e:
+        raise WireError(f"Pod: {e}") from e
+    except (AttributeError, TypeError, ValueError) as e:  # a field of the wrong JSON type
+        raise WireError(f"Pod: not a Kubernetes Pod ({e})") from e
+
+
+def checked_nodes(nodes: Sequence[tuple[str, Mapping[str, Any] | None]]) -> list[Mapping[str, Any]]:
+    """The Node objects among ``(where, node)`` (None where only a name was sent), each
+    checked to be one the cluster can take, else a :class:`WireError` naming ``where``."""
+    out = []
+    for where, node in nodes:
+        if node is None:
+            continue
+        try:
+            node_spec(node)
+        except ObjectError as e:
+            raise WireError(f"{where}: {e}") from e
+        except (AttributeError, TypeError, ValueError) as e:
+            raise WireError(f"{where}: not a Kubernetes Node ({e})") from e
+        out.append(node)
+    return out
+
+
+def learn_nodes(cluster: LiveCluster, nodes: Sequence[Mapping[str, Any]]) -> None:
+    """Take the Node objects a scheduler sent (from :func:`checked_nodes`).
+
+    A node never seen joins the cluster sized from its ``status.allocatable``, its
+    signals unknown (neutral) until its agent reports; a known one is updated when its
+    size or GPU model changed. ``upsert_nodes`` compares first and rebuilds once, so an
+    unchanged node costs one parse. The scheduler's copy comes from the same API server as
+    the node watch's, and without a watch (standalone) these requests are the only source."""
+    cluster.upsert_nodes(nodes)
+
+
+def json_reply(body: Any) -> web.Response:
+    return web.json_response(body)

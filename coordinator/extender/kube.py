@@ -1,0 +1,101 @@
+"""kube-scheduler's HTTP extender: ``POST /scheduler/filter``, ``/scheduler/prioritize``,
+``/scheduler/preempt`` (``urlPrefix: https://…/scheduler`` with the verbs ``filter``,
+``prioritize``, ``preempt``).
+
+* **Filter** answers which of the offered nodes can take the pod, and why the others
+  cannot, in ``kubectl describe pod`` words: ``FailedNodes`` where evicting pods could
+  help (preemption may still try them), ``FailedAndUnresolvableNodes`` where it could not.
+* **Prioritize** answers an integer 0–10 for every offered node (kube-scheduler adds
+  score × weight × 10): 10 for the node the policy would pick, the rest scaled below.
+  That node then counts the pod as *assumed* (until the pod watch says where it was
+  bound, or ``kube.assumed_ttl_s``), so a burst of pods does not pile onto one node
+  between two watch events.
+* **Preempt** is a pass-through for now: the candidates it is given go back unchanged, in
+  the Meta form (UIDs) kube-scheduler reads. Stowage vetoes no victims yet; the eviction
+  planner will.
+
+Both node modes work. With ``nodeCacheCapable: true`` only names arrive and are judged
+against our node cache; a name we do not know passes filter (nothing known against it)
+and scores 0. With ``nodeCacheCapable: false`` whole Node objects arrive: nodes never seen
+join the cluster from them (sized by ``status.allocatable``, signals unknown until their
+agent reports), known ones are updated if resized, and the passing Node objects go back
+as a NodeList.
+
+**Before the caches are synced** (``services.synced`` unset) filter and prioritize still
+answer from whatever is known, rather than refusing. The extender is deployed
+``ignorable``, so refusing would only make kube-scheduler log an error and go on without
+us. What we answer early errs towards passing: pods not yet listed only make nodes look
+emptier, and nodes not yet listed pass; kube-scheduler's own fit checks ran before us.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aiohttp import web
+
+from coordinator.extender import wire
+from coordinator.extender.handling import (
+    MIB,
+    checked_nodes,
+    endpoint,
+    json_reply,
+    learn_nodes,
+    read_json,
+    request_of,
+)
+from coordinator.services import Services
+
+PREFIX: Final = "/scheduler"
+MAX_BODY_B: Final = 16 * MIB
+"""Nodes mode sends every candidate Node (a few KiB each; 100–1,000 per call in large
+clusters, where kube-scheduler stops after ``numFeasibleNodesToFind``)."""
+
+
+@endpoint("filter")
+async def filter_nodes(request: web.Request, services: Services) -> web.Response:
+    args = wire.decode_extender_args(await read_json(request, MAX_BODY_B))
+    pod = request_of(args.pod, services.settings)
+    _learn(services, args)
+    result = services.cluster.filter(pod, args.names)
+    passing = set(result.passing)
+    if args.nodes is not None:
+        items = [node for node, name in zip(args.nodes, args.names, strict=True) if name in passing]
+        return json_reply(wire.filter_reply([], result.failed, result.unresolvable, items))
+    names = [name for name in args.names if name in passing]  # in the order offered
+    return json_reply(wire.filter_reply(names, result.failed, result.unresolvable))
+
+
+@endpoint("prioritize")
+async def prioritize_nodes(request: web.Request, services: Services) -> web.Response:
+    args = wire.decode_extender_args(await read_json(request, MAX_BODY_B))
+    pod = request_of(args.pod, services.settings)
+    _learn(services, args)
+    scores = services.cluster.prioritize(pod, args.names)
+    reply = json_reply(wire.host_priorities((name, scores[name]) for name in args.names))
+    chosen = [name for name, score in scores.items() if score == wire.MAX_EXTENDER_SCORE]
+    uid = (args.pod.get("metadata") or {}).get("uid")
+    if chosen and isinstance(uid, str) and uid:
+        services.cluster.assume(uid, pod, chosen[0])
+    return reply
+
+
+def _learn(services: Services, args: wire.ExtenderArgs) -> None:
+    """Nodes mode: take the offered Node objects (new nodes join, resized ones update)."""
+    if args.nodes is not None:
+        placed = [(f"Nodes.items[{i}]", node) for i, node in enumerate(args.nodes)]
+        learn_nodes(services.cluster, checked_nodes(placed))
+
+
+@endpoint("preempt")
+async def preempt(request: web.Request, services: Services) -> web.Response:
+    """Pass-through: the victims kube-scheduler chose, unchanged, as UIDs."""
+    args = wire.decode_preemption_args(await read_json(request, MAX_BODY_B))
+    request_of(args.pod, services.settings)  # a pod we cannot read is a bad request here too
+    return json_reply(wire.preemption_reply(args.victims))
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post(f"{PREFIX}/filter", filter_nodes)
+    app.router.add_post(f"{PREFIX}/prioritize", prioritize_nodes)
+    app.router.add_post(f"{PREFIX}/preempt", preempt)

@@ -1,0 +1,81 @@
+"""Volcano's ``extender`` plugin: ``POST /volcano/predicate`` and ``/volcano/prioritize``
+(``extender.urlPrefix: http://…/volcano``, ``extender.predicateVerb: predicate``,
+``extender.prioritizeVerb: prioritize``), over the same decisions as kube-scheduler's
+extender.
+
+* **Predicate** is called once per (task, node): ``{"status": "", "code": 0}`` when the
+  node can take the task, else the reason with code 2 (Unschedulable: evicting could
+  help) or 3 (UnschedulableAndUnresolvable). Volcano turns a non-empty message with code
+  0 into an error, so a refusal never carries code 0.
+* **Prioritize** scores every offered node on **0–100**, our 0–10 score × 10. Volcano adds
+  the extender's ``nodeScore`` *raw* to the other plugins' scores, and ``binpack`` gives
+  0–100 × ``binpack.weight``; on 0–10 we would be lost next to it. At × 10 the node we
+  would pick weighs as much as a weight-1 binpack's full score. Like kube-scheduler's
+  prioritize, the node scored highest then counts the task as assumed.
+
+The task is judged from its embedded ``Pod`` when Volcano sends one (annotations, QoS and
+all), else from ``Resreq`` (see :func:`coordinator.extender.wire.decode_predicate_args`).
+A ``NodeInfo`` that carries its ``Node`` adds a node never seen to the cluster (signals
+unknown) or updates a known one whose size changed. As for kube-scheduler, answers before the caches
+are synced use whatever is known (deploy with ``extender.ignorable: true``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from aiohttp import web
+
+from coordinator.extender import wire
+from coordinator.extender.handling import (
+    MIB,
+    checked_nodes,
+    endpoint,
+    json_reply,
+    learn_nodes,
+    read_json,
+    request_of,
+)
+from coordinator.services import Services
+
+PREFIX: Final = "/volcano"
+MAX_BODY_B: Final = 32 * MIB
+"""A prioritize call carries every candidate ``NodeInfo``, each with its Node and the
+``TaskInfo`` (and Pod) of every task on it."""
+SCORE_SCALE: Final = 10
+"""Our 0–10 to Volcano's 0–100 (``fwk.MaxNodeScore``), the scale binpack scores on."""
+
+
+@endpoint("volcano-predicate")
+async def predicate(request: web.Request, services: Services) -> web.Response:
+    task, node = wire.decode_predicate_args(await read_json(request, MAX_BODY_B))
+    pod = request_of(task.pod, services.settings)
+    learn_nodes(services.cluster, checked_nodes([("node.Node", node.node)]))
+    result = services.cluster.filter(pod, [node.name])
+    if node.name in result.unresolvable:
+        reply = wire.predicate_reply(False, result.unresolvable[node.name], unresolvable=True)
+    elif node.name in result.failed:
+        reply = wire.predicate_reply(False, result.failed[node.name])
+    else:
+        reply = wire.predicate_reply(True)
+    return json_reply(reply)
+
+
+@endpoint("volcano-prioritize")
+async def prioritize(request: web.Request, services: Services) -> web.Response:
+    task, nodes = wire.decode_volcano_prioritize_args(await read_json(request, MAX_BODY_B))
+    pod = request_of(task.pod, services.settings)
+    placed = [(f"nodes[{i}].Node", n.node) for i, n in enumerate(nodes)]
+    learn_nodes(services.cluster, checked_nodes(placed))
+    names = [n.name for n in nodes]
+    scores = services.cluster.prioritize(pod, names)
+    reply = json_reply(wire.node_scores((name, scores[name] * SCORE_SCALE) for name in names))
+    chosen = [name for name, score in scores.items() if score == wire.MAX_EXTENDER_SCORE]
+    if chosen and task.uid:
+        services.cluster.assume(task.uid, pod, chosen[0])
+    return reply
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post(f"{PREFIX}/predicate", predicate)
+    app.router.add_post(f"{PREFIX}/prioritize", prioritize)

@@ -1,0 +1,409 @@
+"""What kube-scheduler and Volcano send an extender, and what they expect back.
+
+**Reading is tolerant, like Go's ``encoding/json``.** kube-scheduler's extender types
+(``k8s.io/kube-scheduler/extender/v1``) have no json tags, so Go writes the capitalised
+field names (``Pod``, ``NodeNames``); older releases wrote lower-case tags (``pod``,
+``nodenames``), and Go reads either because it matches object keys to fields
+case-insensitively. So do we: :func:`lookup` finds ``Pod``, ``pod`` or ``POD``, the last
+one written winning as in Go. Volcano's extender plugin tags its request fields
+lower-case (``task``, ``node``, ``nodes``) and leaves ``TaskInfo``/``NodeInfo`` untagged
+(``UID``, ``Resreq``, ``Pod``, ``Name``, ``Node``); the same rule reads them all. Map keys
+(node names, resource names) are data and match exactly; the embedded Kubernetes objects
+(Pods, Nodes) are read as the API server writes them, camelCase.
+
+**Writing is strict**: the capitalised form kube-scheduler's own encoder produces
+(``NodeNames``, ``FailedNodes``, ``FailedAndUnresolvableNodes``, ``Error``;
+``[{"Host": …, "Score": …}]``; ``{"NodeNameToMetaVictims": …}``) and Volcano's tags
+(``{"status": …, "code": …}``, ``{"nodeScore": …, "errorMessage": …}``).
+
+Anything that does not have the expected shape raises :class:`WireError`, whose message
+names the field: the endpoints answer it as HTTP 400 before changing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+MAX_EXTENDER_SCORE: Final = 10
+"""``extenderv1.MaxExtenderPriority``: kube-scheduler multiplies by weight × 10."""
+
+# Volcano predicate codes (``pkg/scheduler/api/types.go``).
+SUCCESS: Final = 0
+UNSCHEDULABLE: Final = 2
+UNSCHEDULABLE_AND_UNRESOLVABLE: Final = 3
+
+
+class WireError(ValueError):
+    """A request that cannot be understood; ``status`` is the HTTP answer (400 or 413)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# ----------------------------------------------------------------------- reading
+
+
+def parse_json(body: bytes) -> Any:
+    """The JSON document in ``body``; Go has no NaN or Infinity, so neither do we."""
+    try:
+        return json.loads(body, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
+        raise WireError(f"body is not JSON: {e}") from e
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def lookup(obj: Mapping[str, Any], key: str) -> Any:
+    """``obj[key]`` matched case-insensitively as Go does; None when absent (or null)."""
+    wanted = key.casefold()
+    found = None
+    for k, v in obj.items():
+        if k.casefold() == wanted:
+            found = v  # Go assigns each matching key in turn: the last one stays
+    return found
+
+
+def kind(value: Any) -> str:
+    """The JSON type of a decoded value, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise WireError(f"{where}: expected an object, got {kind(value)}")
+    return value
+
+
+def _array(value: Any, where: str) -> list[Any]:
+    """A JSON array; null reads as empty, as a Go nil slice does."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise WireError(f"{where}: expected an array, got {kind(value)}")
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise WireError(f"{where}: expected a string, got {kind(value)}")
+    return value
+
+
+def _amount(value: Any, where: str) -> float:
+    """A non-negative finite number (null reads as 0)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise WireError(f"{where}: expected a number, got {kind(value)}")
+    if not math.isfinite(value) or value < 0:
+        raise WireError(f"{where}: expected a non-negative number, got {value}")
+    return float(value)
+
+
+def _pod(obj: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    pod = lookup(obj, "Pod")
+    if pod is None:
+        raise WireError(f"{where}: no Pod")
+    return _object(pod, f"{where}.Pod")
+
+
+def object_name(obj: Mapping[str, Any], where: str) -> str:
+    """``metadata.name`` of a Kubernetes object, which must be a non-empty string."""
+    meta = _object(obj.get("metadata"), f"{where}.metadata")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise WireError(f"{where}.metadata.name: expected a non-empty string, got {kind(name)}")
+    return name
+
+
+# ------------------------------------------------------------ kube-scheduler
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderArgs:
+    """``ExtenderArgs`` of ``/filter`` and ``/prioritize``."""
+
+    pod: Mapping[str, Any]
+    names: list[str]
+    """The nodes to judge, in the order sent."""
+    nodes: list[Mapping[str, Any]] | None
+    """The full Node objects (``nodeCacheCapable: false``), in the order of ``names``;
+    None when only names were sent (``nodeCacheCapable: true``)."""
+
+
+def decode_extender_args(body: Any) -> ExtenderArgs:
+    """``{"Pod": {...}, "Nodes": {"items": [...]} | null, "NodeNames": [...] | null}``.
+
+    ``NodeNames`` wins when both are set (kube-scheduler only ever sends one)."""
+    obj = _object(body, "body")
+    pod = _pod(obj, "body")
+    raw_names = lookup(obj, "NodeNames")
+    if raw_names is not None:
+        raw_names = _array(raw_names, "NodeNames")
+        names = [_string(n, f"NodeNames[{i}]") for i, n in enumerate(raw_names)]
+        return ExtenderArgs(pod=pod, names=names, nodes=None)
+    node_list = lookup(obj, "Nodes")
+    if node_list is None:
+        raise WireError("body: neither NodeNames nor Nodes given")
+    items = _array(lookup(_object(node_list, "Nodes"), "items"), "Nodes.items")
+    nodes = [_object(item, f"Nodes.items[{i}]") for i, item in enumerate(items)]
+    names = [object_name(node, f"Nodes.items[{i}]") for i, node in enumerate(nodes)]
+    return ExtenderArgs(pod=pod, names=names, nodes=nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class MetaVictims:
+    """``MetaVictims``: the pods (by UID) preemption would evict on one node."""
+
+    uids: tuple[str, ...] | None
+    """None when the scheduler sent ``"Pods": null`` (echoed as such)."""
+    pdb_violations: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionArgs:
+    """``ExtenderPreemptionArgs``, with full ``Victims`` reduced to their UIDs."""
+
+    pod: Mapping[str, Any]
+    victims: dict[str, MetaVictims | None]
+
+
+def decode_preemption_args(body: Any) -> PreemptionArgs:
+    """``{"Pod", "NodeNameToVictims" | null, "NodeNameToMetaVictims" | null}``: the Meta
+    form when it is set (``nodeCacheCapable: true``), else the full one."""
+    obj = _object(body, "body")
+    pod = _pod(obj, "body")
+    meta = lookup(obj, "NodeNameToMetaVictims")
+    if meta is not None:
+        field = "NodeNameToMetaVictims"
+        victims = {
+            node: _victims(entry, f"{field}[{node!r}]", _meta_uid)
+            for node, entry in _object(meta, field).items()
+        }
+        return PreemptionArgs(pod=pod, victims=victims)
+    full = lookup(obj, "NodeNameToVictims")
+    field = "NodeNameToVictims"
+    victims = {
+        node: _victims(entry, f"{field}[{node!r}]", _pod_uid)
+        for node, entry in (_object(full, field) if full is not None else {}).items()
+    }
+    return PreemptionArgs(pod=pod, victims=victims)
+
+
+def _victims(entry: Any, where: str, uid_of: Any) -> MetaVictims | None:
+    if entry is None:
+        return None
+    obj = _object(entry, where)
+    pods = lookup(obj, "Pods")
+    uids = None
+    if pods is not None:
+        uids = tuple(
+            uid_of(_object(p, f"{where}.Pods[{i}]"), f"{where}.Pods[{i}]")
+            for i, p in enumerate(_array(pods, f"{where}.Pods"))
+        )
+    violations = lookup(obj, "NumPDBViolations")
+    if violations is None:
+        violations = 0
+    if isinstance(violations, bool) or not isinstance(violations, int):
+        raise WireError(f"{where}.NumPDBViolations: expected an integer, got {kind(violations)}")
+    return MetaVictims(uids=uids, pdb_violations=violations)
+
+
+def _meta_uid(pod: Mapping[str, Any], where: str) -> str:
+    return _string(lookup(pod, "UID"), f"{where}.UID")
+
+
+def _pod_uid(pod: Mapping[str, Any], where: str) -> str:
+    uid = _object(pod.get("metadata"), f"{where}.metadata").get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise WireError(f"{where}.metadata.uid: expected a non-empty string, got {kind(uid)}")
+    return uid
+
+
+def filter_reply(
+    passing: Sequence[str],
+    failed: Mapping[str, str],
+    unresolvable: Mapping[str, str],
+    nodes: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """``ExtenderFilterResult`` as Go encodes it: every field, the unused form null.
+
+    With ``nodes`` (Nodes mode) the passing Node objects go back in a NodeList and
+    ``NodeNames`` is null; otherwise the names go back and ``Nodes`` is null."""
+    return {
+        "Nodes": {"metadata": {}, "items": list(nodes)} if nodes is not None else None,
+        "NodeNames": list(passing) if nodes is None else None,
+        "FailedNodes": dict(failed),
+        "FailedAndUnresolvableNodes": dict(unresolvable),
+        "Error": "",
+    }
+
+
+def host_priorities(scores: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
+    """``HostPriorityList``: ``[{"Host": name, "Score": 0..10}, ...]``."""
+    out = []
+    for host, score in scores:
+        if isinstance(score, bool) or not 0 <= int(score) <= MAX_EXTENDER_SCORE:
+            raise ValueError(f"extender score {score!r} for {host} outside 0..10")
+        out.append({"Host": host, "Score": int(score)})
+    return out
+
+
+def preemption_reply(victims: Mapping[str, MetaVictims | None]) -> dict[str, Any]:
+    """``ExtenderPreemptionResult``: always the Meta form (UIDs)."""
+    return {
+        "NodeNameToMetaVictims": {
+            node: None
+            if v is None
+            else {
+                "Pods": None if v.uids is None else [{"UID": uid} for uid in v.uids],
+                "NumPDBViolations": v.pdb_violations,
+            }
+            for node, v in victims.items()
+        }
+    }
+
+
+def error_body(message: str) -> dict[str, str]:
+    """The body of a 400/413 answer (schedulers only log non-200 answers)."""
+    return {"error": message}
+
+
+# -------------------------------------------------------------------- Volcano
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A Volcano ``TaskInfo``: its pod UID and the pod to judge."""
+
+    uid: str
+    pod: Mapping[str, Any]
+    """The embedded Pod, or one written from ``Resreq`` when the Pod is not sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeArg:
+    """A Volcano ``NodeInfo``: its name and, when sent, its Node object."""
+
+    name: str
+    node: Mapping[str, Any] | None
+
+
+def decode_predicate_args(body: Any) -> tuple[Task, NodeArg]:
+    """``{"task": TaskInfo, "node": NodeInfo}``."""
+    obj = _object(body, "body")
+    raw_node = lookup(obj, "node")
+    if raw_node is None:
+        raise WireError("body: no node")
+    return _task(obj), _node_info(raw_node, "node")
+
+
+def decode_volcano_prioritize_args(body: Any) -> tuple[Task, list[NodeArg]]:
+    """``{"task": TaskInfo, "nodes": [NodeInfo, ...]}``."""
+    obj = _object(body, "body")
+    task = _task(obj)
+    nodes = _array(lookup(obj, "nodes"), "nodes")
+    return task, [_node_info(n, f"nodes[{i}]") for i, n in enumerate(nodes)]
+
+
+def _task(obj: Mapping[str, Any]) -> Task:
+    raw = lookup(obj, "task")
+    if raw is None:
+        raise WireError("body: no task")
+    task = _object(raw, "task")
+    uid = lookup(task, "UID")
+    pod = lookup(task, "Pod")
+    if pod is not None:
+        pod = _object(pod, "task.Pod")
+        if uid is None:
+            uid = _object(pod.get("metadata") or {}, "task.Pod.metadata").get("uid")
+    else:
+        pod = _pod_of_resreq(task)
+    if uid is None:
+        uid = ""
+    return Task(uid=_string(uid, "task.UID"), pod=pod)
+
+
+def _pod_of_resreq(task: Mapping[str, Any]) -> dict[str, Any]:
+    """A one-container Pod requesting what ``Resreq`` says (MilliCPU in millicores,
+    Memory in bytes, every ScalarResources entry in milli-units: 1 GPU = 1000).
+
+    Resreq carries no limits, so such a pod is Burstable (or BestEffort if it asks for
+    nothing): the NUMA-alignment filter, which needs Guaranteed, does not apply to it."""
+    raw = lookup(task, "Resreq")
+    if raw is None:
+        raise WireError("task: neither Pod nor Resreq")
+    resreq = _object(raw, "task.Resreq")
+    requests: dict[str, str] = {}
+    cpu_m = _amount(lookup(resreq, "MilliCPU"), "task.Resreq.MilliCPU")
+    mem_b = _amount(lookup(resreq, "Memory"), "task.Resreq.Memory")
+    if cpu_m:
+        requests["cpu"] = f"{math.ceil(cpu_m)}m"
+    if mem_b:
+        requests["memory"] = str(math.ceil(mem_b))
+    scalars = lookup(resreq, "ScalarResources")
+    if scalars is not None:
+        for name, milli in _object(scalars, "task.Resreq.ScalarResources").items():
+            value = _amount(milli, f"task.Resreq.ScalarResources[{name!r}]")
+            if value:
+                requests[name] = f"{math.ceil(value)}m"
+    annotations = lookup(task, "PodAnnotations")
+    if annotations is not None:
+        for key, value in _object(annotations, "task.PodAnnotations").items():
+            _string(value, f"task.PodAnnotations[{key!r}]")
+    name = lookup(task, "Name")
+    namespace = lookup(task, "Namespace")
+    return {
+        "metadata": {
+            "name": _string(name, "task.Name") if name is not None else "",
+            "namespace": _string(namespace, "task.Namespace") if namespace is not None else "",
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {"containers": [{"name": "resreq", "resources": {"requests": requests}}]},
+    }
+
+
+def _node_info(raw: Any, where: str) -> NodeArg:
+    info = _object(raw, where)
+    node = lookup(info, "Node")
+    if node is not None:
+        node = _object(node, f"{where}.Node")
+    name = lookup(info, "Name")
+    if name is None and node is not None:
+        return NodeArg(name=object_name(node, f"{where}.Node"), node=node)
+    name = _string(name, f"{where}.Name")
+    if not name:
+        raise WireError(f"{where}.Name: empty")
+    if node is not None and object_name(node, f"{where}.Node") != name:
+        raise WireError(f"{where}: Name {name!r} and Node.metadata.name differ")
+    return NodeArg(name=name, node=node)
+
+
+def predicate_reply(passing: bool, reason: str = "", unresolvable: bool = False) -> dict[str, Any]:
+    """``{"status": <error message, "" when the node passes>, "code": 0 | 2 | 3}``."""
+    if passing:
+        return {"status": "", "code": SUCCESS}
+    code = UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else UNSCHEDULABLE
+    return {"status": reason or "rejected", "code": code}
+
+
+def node_scores(scores: Iterable[tuple[str, int]]) -> dict[str, Any]:
+    """``{"nodeScore": {name: score}, "errorMessage": ""}``."""
+    return {"nodeScore": dict(scores), "errorMessage": ""}

@@ -1,0 +1,235 @@
+"""Volcano's extender plugin over HTTP: ``{"task", "node"}`` predicates and
+``{"task", "nodes"}`` prioritize calls, TaskInfo/NodeInfo in Volcano's untagged
+(capitalised) form, and the replies it reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.coordinator.extender.conftest import Rig
+from tests.coordinator.extender.kubejson import GIB, MIB, NODES, POD_UID, node, pod
+
+PREDICATE = "/volcano/predicate"
+PRIORITIZE = "/volcano/prioritize"
+
+
+def task(the_pod: dict[str, Any] | None, cpu_m: int, mem_b: int, gpus: int = 0) -> dict[str, Any]:
+    """A TaskInfo as Volcano's extender plugin sends it (json of ``api.TaskInfo``)."""
+    resreq = {
+        "MilliCPU": cpu_m,
+        "Memory": mem_b,
+        "ScalarResources": {"nvidia.com/gpu": gpus * 1000, "pods": 1000} if gpus else None,
+        "MaxTaskNum": 0,
+    }
+    return {
+        "UID": POD_UID,
+        "Job": "ns/pg-train",
+        "Name": "p",
+        "Namespace": "ns",
+        "TaskRole": "worker",
+        "Resreq": resreq,
+        "InitResreq": resreq,
+        "NodeName": "",
+        "EvictionOccurred": False,
+        "JobAllocatedHyperNode": "",
+        "Status": 1,
+        "Priority": 0,
+        "Preemptable": False,
+        "BestEffort": False,
+        "Pod": the_pod,
+    }
+
+
+def node_info(name: str, the_node: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A NodeInfo as Volcano sends it (a subset of ``api.NodeInfo``)."""
+    return {
+        "Name": name,
+        "Node": NODES[name] if the_node is None else the_node,
+        "State": {"Phase": 1, "Reason": ""},
+        "Idle": {"MilliCPU": 1000, "Memory": GIB, "ScalarResources": None, "MaxTaskNum": 110},
+        "Used": {"MilliCPU": 0, "Memory": 0, "ScalarResources": None, "MaxTaskNum": 0},
+        "Tasks": {},
+        "NumaInfo": None,
+        "RevocableZone": "",
+    }
+
+
+GPU_TASK = task(pod("4", "8Gi", gpus=2), 4000, 8 * GIB, gpus=2)
+GPU_TASK_RESREQ_ONLY = task(None, 4000, 8 * GIB, gpus=2)
+
+
+# ---------------------------------------------------------------- predicate
+
+
+@pytest.mark.parametrize("the_task", [GPU_TASK, GPU_TASK_RESREQ_ONLY], ids=["pod", "resreq"])
+@pytest.mark.parametrize(
+    ("name", "reply"),
+    [
+        ("gpu-1", {"status": "", "code": 0}),
+        ("gpu-2", {"status": "CPU 2000m free < 4000m requested", "code": 2}),
+        ("node-a", {"status": "0 GPUs on the node < 2 requested", "code": 3}),
+    ],
+)
+async def test_predicate_answers_a_status_message_and_volcanos_code(
+    rig: Rig, the_task: dict[str, Any], name: str, reply: dict[str, Any]
+):
+    assert await rig.post(PREDICATE, {"task": the_task, "node": node_info(name)}) == (200, reply)
+
+
+async def test_the_embedded_pod_beats_resreq(rig: Rig):
+    """Resreq says CPU only, the Pod says 2 GPUs: the Pod is what the pod asks for."""
+    disagreeing = task(pod("4", "8Gi", gpus=2), 1000, GIB)
+    status, reply = await rig.post(PREDICATE, {"task": disagreeing, "node": node_info("node-a")})
+    assert (status, reply) == (200, {"status": "0 GPUs on the node < 2 requested", "code": 3})
+    cpu_only = task(None, 1000, GIB)
+    status, reply = await rig.post(PREDICATE, {"task": cpu_only, "node": node_info("node-a")})
+    assert (status, reply) == (200, {"status": "", "code": 0})
+
+
+async def test_predicate_keys_are_read_in_any_casing(rig: Rig):
+    body = {
+        "Task": {"uid": POD_UID, "resreq": {"millicpu": 12000, "memory": GIB}, "pod": None},
+        "NODE": {"name": "node-a", "node": NODES["node-a"]},
+    }
+    assert await rig.post(PREDICATE, body) == (
+        200,
+        {"status": "CPU 8000m free < 12000m requested", "code": 2},
+    )
+
+
+async def test_a_reported_node_fails_the_predicate_for_memory_contiguity(rig: Rig):
+    rig.set_signals("node-b", contiguous_2mib_b=100 * MIB)
+    contiguous = task(pod(annotations={"stowage.io/needs-contiguous-memory": "true"}), 2000, GIB)
+    assert await rig.post(PREDICATE, {"task": contiguous, "node": node_info("node-b")}) == (
+        200,
+        {"status": "memory contiguity 100 MiB < 512 MiB needed", "code": 2},
+    )
+    assert await rig.post(PREDICATE, {"task": contiguous, "node": node_info("node-a")}) == (
+        200,
+        {"status": "", "code": 0},
+    )
+
+
+async def test_predicate_takes_a_never_seen_node_from_its_node_object(rig: Rig):
+    fresh = node("new-small", "1", "2Gi")
+    body = {"task": task(None, 2000, GIB), "node": {"Name": "new-small", "Node": fresh}}
+    assert await rig.post(PREDICATE, body) == (
+        200,
+        {"status": "CPU 1000m free < 2000m requested", "code": 2},
+    )
+    assert rig.cluster.specs["new-small"].cpu_m == 1000
+    assert "new-small" not in rig.cluster.signals
+
+
+# --------------------------------------------------------------- prioritize
+
+
+async def test_prioritize_scores_0_to_100_and_assumes_the_task_on_the_best(rig: Rig):
+    """MostAllocated for 2 CPUs + 4Gi: node-a 18, node-b 9, node-c 4 → 0–10 scores
+    10, 3, 0 (see the kube-scheduler test), × 10 for Volcano."""
+    body = {
+        "task": task(pod(), 2000, 4 * GIB),
+        "nodes": [node_info("node-c"), node_info("node-b"), node_info("node-a")],
+    }
+    resp = await rig.client.post(PRIORITIZE, json=body)
+    assert resp.status == 200
+    assert await resp.text() == (
+        '{"nodeScore": {"node-c": 0, "node-b": 30, "node-a": 100}, "errorMessage": ""}'
+    )
+    held = rig.cluster.held[POD_UID]
+    assert (held.node, held.assumed_until) == ("node-a", rig.clock.monotonic() + 30.0)
+
+
+async def test_prioritize_in_any_casing_with_never_seen_and_nameless_nodes(rig: Rig):
+    """new-m (4 CPUs, 16Gi) scores 37 against node-b's 9; node-q is only a name."""
+    body = {
+        "TASK": {"uid": "other-uid", "resreq": {"millicpu": 2000, "memory": 4 * GIB}},
+        "Nodes": [
+            {"name": "node-b"},
+            {"node": node("new-m", "4", "16Gi")},
+            {"Name": "node-q", "Node": None},
+        ],
+    }
+    status, reply = await rig.post(PRIORITIZE, body)
+    assert (status, reply) == (
+        200,
+        {"nodeScore": {"node-b": 0, "new-m": 100, "node-q": 0}, "errorMessage": ""},
+    )
+    assert rig.cluster.held["other-uid"].node == "new-m"
+    assert "node-q" not in rig.cluster.specs
+
+
+async def test_prioritize_of_no_nodes_is_an_empty_score_map(rig: Rig):
+    status, reply = await rig.post(PRIORITIZE, {"task": task(pod(), 2000, GIB), "nodes": None})
+    assert (status, reply) == (200, {"nodeScore": {}, "errorMessage": ""})
+    assert rig.cluster.held == {}
+
+
+# ---------------------------------------------------------- bad requests
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        (PREDICATE, b"<xml/>", "body is not JSON: "),
+        (PREDICATE, {"node": node_info("node-a")}, "body: no task"),
+        (PREDICATE, {"task": GPU_TASK}, "body: no node"),
+        (
+            PREDICATE,
+            {"task": {"UID": "u", "Pod": None}, "node": node_info("node-a")},
+            "task: neither Pod nor Resreq",
+        ),
+        (
+            PREDICATE,
+            {"task": task(pod(cpu="lots"), 1, 1), "node": node_info("node-a")},
+            "Pod: pod ns/p: invalid quantity 'lots'",
+        ),
+        (
+            PREDICATE,
+            {"task": GPU_TASK, "node": {"Name": "new-1", "Node": node("new-1", "x", "1Gi")}},
+            "node.Node: node new-1: status.allocatable: invalid quantity 'x'",
+        ),
+        (
+            PRIORITIZE,
+            {"task": {"Resreq": {"MilliCPU": "2"}}, "nodes": []},
+            "task.Resreq.MilliCPU: expected a number, got string",
+        ),
+        (PRIORITIZE, {"task": GPU_TASK, "nodes": {"node-a": {}}}, "nodes: expected an array"),
+        (
+            PRIORITIZE,
+            {"task": GPU_TASK, "nodes": [node_info("node-a", node("new-1", "8", "8Gi"))]},
+            "nodes[0]: Name 'node-a' and Node.metadata.name differ",
+        ),
+        (
+            PRIORITIZE,
+            {
+                "task": GPU_TASK,
+                "nodes": [
+                    {"Name": "new-1", "Node": node("new-1", "8", "8Gi")},
+                    {"Name": "new-2", "Node": node("new-2", "8", "lots")},
+                ],
+            },
+            "nodes[1].Node: node new-2: status.allocatable: invalid quantity 'lots'",
+        ),
+    ],
+)
+async def test_malformed_volcano_requests_are_400_and_change_nothing(
+    rig: Rig, path: str, body: Any, message: str
+):
+    before = rig.snapshot()
+    status, reply = await rig.post(path, body)
+    assert status == 400
+    assert set(reply) == {"error"}
+    assert reply["error"].startswith(message)
+    assert rig.snapshot() == before
+    assert "new-1" not in rig.cluster.specs
+
+
+async def test_volcano_verbs_are_timed(rig: Rig):
+    await rig.post(PREDICATE, {"task": GPU_TASK, "node": node_info("gpu-1")})
+    await rig.post(PREDICATE, b"")
+    await rig.post(PRIORITIZE, {"task": GPU_TASK, "nodes": [node_info("gpu-1")]})
+    assert rig.requests_seen("volcano-predicate") == 2
+    assert rig.requests_seen("volcano-prioritize") == 1
