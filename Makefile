@@ -1,5 +1,6 @@
 # Two entry points, both self-contained on a machine with only Python 3.11:
-#   make run   -> creates .venv on first use, prints this machine's node report
+#   make run   -> creates .venv on first use, runs the coordinator (built-in Kubernetes API
+#                 emulator) and this machine's agent, printing its node annotations
 #   make test  -> creates .venv on first use, runs ruff and the test suite
 PYTHON ?= python3
 VENV   := .venv
@@ -14,7 +15,7 @@ $(BIN)/stowage: pyproject.toml
 	touch $@
 
 run: $(BIN)/stowage
-	$(BIN)/stowage agent --once --output json
+	$(BIN)/python -m hack.demo
 
 test: $(BIN)/stowage
 	$(BIN)/ruff check .

@@ -21,12 +21,33 @@ def build_parser() -> argparse.ArgumentParser:
     agent_main.add_arguments(agent)
     agent.set_defaults(run=agent_main.main)
 
+    from coordinator import options as coordinator_options
+
+    coordinator = sub.add_parser(
+        "coordinator", help="serve reports and scheduler calls; watch, lead, publish"
+    )
+    coordinator_options.add_arguments(coordinator)
+    coordinator.set_defaults(run=_coordinator)
+
     from hack.sim import options as sim_options
 
     sim = sub.add_parser("sim", help="replay a pod trace under placement policies")
     sim_options.add_arguments(sim)
     sim.set_defaults(run=_sim)
     return parser
+
+
+def _coordinator(args: argparse.Namespace) -> int:
+    # aiohttp's server, numpy and the Kubernetes client load only for this command.
+    if args.standalone:
+        from hack import standalone
+
+        code: int = standalone.main(args)
+    else:
+        from coordinator import main as coordinator_main
+
+        code = coordinator_main.main(args)
+    return code
 
 
 def _sim(args: argparse.Namespace) -> int:

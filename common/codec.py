@@ -4,6 +4,8 @@ Decoding is driven by the dataclasses' type hints, compiled once per type into s
 closures, so a report is validated in one pass: unknown or missing keys, wrong types,
 NaN/inf, values outside a field's ``Range`` and oversized strings or lists all raise
 :class:`SchemaError` with the field path (``psi.system.cpu.some.avg10_pct: …``).
+:func:`decode` first tries a faster compiled form of the same rules that tracks no path
+(see "fast path" below) and falls back to the path-naming decoders when it refuses.
 Nothing is coerced silently: an integer field refuses ``3.0`` and ``True``; a float field
 accepts an integer, which msgpack writes for whole floats from other encoders.
 
@@ -83,6 +85,11 @@ def decode(tp: type[T], payload: bytes, *, max_bytes: int = MAX_REPORT_BYTES) ->
                 f"schema_version: unsupported version {version!r};"
                 f" this build reads {SCHEMA_VERSION}"
             )
+    try:
+        result: T = _fast(tp)(data)
+        return result
+    except Exception:  # any doubt goes to the decoders that name the field
+        pass
     return from_plain(tp, data)
 
 
@@ -361,3 +368,233 @@ def _dataclass_decoder(tp: type) -> _Decoder:
         return tp(**kwargs)
 
     return decode_dataclass
+
+
+# ---------------------------------------------------------------- fast path
+#
+# The decoders above carry a field path into every call so an error can name the field.
+# Valid payloads -- nearly all of them -- never need it, and on the coordinator's ingest
+# path building it (and a closure call per value) is most of the decoding cost. So
+# decode() first runs a second compilation of the same rules: per dataclass, generated
+# Python source that checks every scalar field inline, builds the dataclass, and raises
+# a bare _Invalid at the first doubt. decode() then re-runs the decoders above on the same
+# data, which raise the SchemaError naming the field (or accept, if the fast path was
+# merely stricter). So the fast path must never accept what the decoders above refuse,
+# and must build the same value when both accept; tests/common/test_codec_fastpath.py
+# checks both on generated and on mutated reports.
+#
+# Lists of values needing no conversion (ints, strings, bools, None, lists of those) are
+# checked in place and kept: msgpack made them for this call, nobody else holds them.
+
+
+class _Invalid(Exception):
+    """The fast path's only refusal; never escapes :func:`decode`."""
+
+
+_MISSING: Final = object()
+_INT_LO: Final = -(2**63)
+_INT_HI: Final = 2**63 - 1
+_FLOAT_INT_BOUND: Final = 2**1023
+
+
+@cache
+def _fast(tp: Any) -> Callable[[Any], Any]:
+    """The compiled fast checker-and-builder of one type annotation."""
+    if dataclasses.is_dataclass(tp):
+        return _FastCompiler().dataclass(tp)
+    return _FastCompiler().value(tp)
+
+
+def _fast_absent(value: Any) -> Absent:
+    """``{"absent": reason}``, checked as :func:`_decode_absent` does."""
+    if type(value) is not dict or len(value) != 1:
+        raise _Invalid
+    reason = value.get("absent", _MISSING)
+    if type(reason) is not str or not reason or len(reason) > 4096:
+        raise _Invalid
+    return Absent(reason)
+
+
+def _in_place(tp: Any) -> bool:
+    """Whether a value of this type is accepted unchanged (so a list of them can be kept)."""
+    tp, _, _ = _unannotated(tp)
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return Absent not in typing.get_args(tp) and all(_in_place(o) for o in typing.get_args(tp))
+    if origin is list:
+        return _in_place(typing.get_args(tp)[0])
+    return tp in (int, str, bool, type(None))
+
+
+def _unannotated(tp: Any) -> tuple[Any, Range | None, int | None]:
+    bounds: Range | None = None
+    max_len: int | None = None
+    if typing.get_origin(tp) is typing.Annotated:
+        base, *meta = typing.get_args(tp)
+        for m in meta:
+            if isinstance(m, Range):
+                bounds = m
+            elif isinstance(m, MaxLen):
+                max_len = m.n
+        tp = base
+    return tp, bounds, max_len
+
+
+class _FastCompiler:
+    """Writes the source of one fast function; ``env`` holds what the source refers to."""
+
+    def __init__(self) -> None:
+        self.env: dict[str, Any] = {
+            "_Invalid": _Invalid,
+            "_MISSING": _MISSING,
+            "_absent": _fast_absent,
+            "isfinite": math.isfinite,
+            "BIG": _FLOAT_INT_BOUND,
+            "_new": object.__new__,
+            "_set": object.__setattr__,
+        }
+        self.lines: list[str] = []
+        self._names = 0
+
+    def constant(self, prefix: str, value: Any) -> str:
+        """Source for a constant: a literal where it is one exactly (ints, finite floats)."""
+        if type(value) is int or (type(value) is float and math.isfinite(value)):
+            return repr(value)
+        return self.name(prefix, value)
+
+    def name(self, prefix: str, value: Any = _MISSING) -> str:
+        self._names += 1
+        name = f"{prefix}{self._names}"
+        if value is not _MISSING:
+            self.env[name] = value
+        return name
+
+    def build(self, name: str) -> Callable[[Any], Any]:
+        source = "\n".join(self.lines) + "\n"
+        exec(compile(source, f"<codec fast path: {name}>", "exec"), self.env)
+        fn: Callable[[Any], Any] = self.env[name]
+        return fn
+
+    def value(self, tp: Any) -> Callable[[Any], Any]:
+        self.lines.append("def fast(x):")
+        self.check(tp, "x", "    ")
+        self.lines.append("    return x")
+        return self.build("fast")
+
+    def dataclass(self, tp: type) -> Callable[[Any], Any]:
+        hints = typing.get_type_hints(tp, include_extras=True)
+        fields = _fields(tp)
+        optional = [
+            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            for f in fields
+        ]
+        emit = self.lines.append
+        emit("def fast(v):")
+        emit("    if type(v) is not dict: raise _Invalid")
+        count = str(optional.count(False))
+        if any(optional):
+            emit(f"    n = {count}")
+            count = "n"
+        names = []
+        for f, has_default in zip(fields, optional, strict=True):
+            var = self.name("f")
+            names.append((f.name, var))
+            if not has_default:
+                emit(f"    {var} = v[{f.name!r}]")  # KeyError: missing, refused by decode()
+                self.check(hints[f.name], var, "    ")
+                continue
+            emit(f"    {var} = v.get({f.name!r}, _MISSING)")
+            emit(f"    if {var} is _MISSING:")
+            if f.default is not dataclasses.MISSING:
+                emit(f"        {var} = {self.name('default', f.default)}")
+            else:
+                emit(f"        {var} = {self.name('factory', f.default_factory)}()")
+            emit("    else:")
+            emit("        n += 1")
+            self.check(hints[f.name], var, "        ")
+        emit(f"    if len(v) != {count}: raise _Invalid")  # a key that is no field
+        cls = self.name("cls", tp)
+        if hasattr(tp, "__post_init__") or not all(f.init for f in fields):
+            emit(f"    return {cls}({', '.join(f'{n}={var}' for n, var in names)})")
+        else:
+            # What the generated __init__ of a frozen dataclass does, minus parsing keyword
+            # arguments and looking up object.__setattr__ per field: twice as fast.
+            emit(f"    o = _new({cls})")
+            emit("".join(f"    _set(o, {n!r}, {var})\n" for n, var in names).rstrip())
+            emit("    return o")
+        return self.build("fast")
+
+    def check(self, tp: Any, var: str, ind: str) -> None:
+        """Lines that check ``var`` against ``tp``, reassigning it if it must be converted."""
+        emit = self.lines.append
+        tp, bounds, max_len = _unannotated(tp)
+        origin = typing.get_origin(tp)
+        if origin in (typing.Union, types.UnionType):
+            options = typing.get_args(tp)
+            rest = [o for o in options if o not in (type(None), Absent)]
+            if len(rest) != 1:
+                raise TypeError(f"codec supports X | None | Absent unions only, got {options!r}")
+            branch = "if"
+            if type(None) in options:
+                emit(f"{ind}if {var} is None: pass")
+                branch = "elif"
+            if Absent in options:
+                emit(
+                    f"{ind}{branch} type({var}) is dict and len({var}) == 1"
+                    f" and type({var}.get('absent')) is str:"
+                )
+                emit(f"{ind}    {var} = _absent({var})")
+            emit(f"{ind}else:")
+            self.check(rest[0], var, ind + "    ")
+        elif origin is list:
+            cap = max_len if max_len is not None else 4096
+            (item,) = typing.get_args(tp)
+            emit(f"{ind}if type({var}) is not list or len({var}) > {cap}: raise _Invalid")
+            each = self.name("e")
+            if _in_place(item):
+                emit(f"{ind}for {each} in {var}:")
+                self.check(item, each, ind + "    ")
+            else:
+                fn = self.name("item", _fast(item))
+                emit(f"{ind}{var} = [{fn}({each}) for {each} in {var}]")
+        elif origin is dict:
+            cap = max_len if max_len is not None else 4096
+            key_tp, value_tp = typing.get_args(tp)
+            emit(f"{ind}if type({var}) is not dict or len({var}) > {cap}: raise _Invalid")
+            key, each = self.name("k"), self.name("e")
+            if _in_place(key_tp) and _in_place(value_tp):
+                emit(f"{ind}for {key}, {each} in {var}.items():")
+                self.check(key_tp, key, ind + "    ")
+                self.check(value_tp, each, ind + "    ")
+            else:
+                kf = self.name("key", _fast(key_tp))
+                vf = self.name("value", _fast(value_tp))
+                emit(
+                    f"{ind}{var} = {{{kf}({key}): {vf}({each}) for {key}, {each} in {var}.items()}}"
+                )
+        elif tp is Absent:
+            emit(f"{ind}{var} = _absent({var})")
+        elif dataclasses.is_dataclass(tp):
+            emit(f"{ind}{var} = {self.name('dc', _fast(tp))}({var})")
+        elif tp is bool:
+            emit(f"{ind}if {var} is not True and {var} is not False: raise _Invalid")
+        elif tp is int:
+            lo = self.constant("lo", bounds.lo if bounds else _INT_LO)
+            hi = self.constant("hi", bounds.hi if bounds else _INT_HI)
+            emit(f"{ind}if type({var}) is not int or not {lo} <= {var} <= {hi}: raise _Invalid")
+        elif tp is float:
+            lo = self.constant("lo", bounds.lo if bounds else -math.inf)
+            hi = self.constant("hi", bounds.hi if bounds else math.inf)
+            emit(f"{ind}if type({var}) is not float:")
+            emit(f"{ind}    if type({var}) is not int or not -BIG <= {var} <= BIG: raise _Invalid")
+            emit(f"{ind}    {var} = float({var})")
+            if not (bounds and math.isfinite(bounds.lo) and math.isfinite(bounds.hi)):
+                emit(f"{ind}if not isfinite({var}): raise _Invalid")
+            emit(f"{ind}if not {lo} <= {var} <= {hi}: raise _Invalid")
+        elif tp is str:
+            limit = max_len if max_len is not None else _MAX_STR
+            emit(f"{ind}if type({var}) is not str or len({var}) > {limit}: raise _Invalid")
+        elif tp is type(None):
+            emit(f"{ind}if {var} is not None: raise _Invalid")
+        else:
+            raise TypeError(f"codec cannot handle type {tp!r}")

@@ -1,0 +1,59 @@
+"""The ``stowage.io/`` Node annotations: keys and value formats, readable by ``kubectl``
+and any scheduler.
+
+Each value is ``key=value`` pairs and the time they were measured::
+
+    stowage.io/fullness:    cpu=45.2,memory=61.0,gpu=87.5;at=2026-11-29T17:14:05Z
+    stowage.io/contiguity:  free_2mib=12.50Gi;at=2026-11-29T17:14:05Z
+    stowage.io/pressure:    cpu=3.1,memory=0.0;at=2026-11-29T17:14:05Z
+    stowage.io/directives:  be_cpu_quota=none;at=2026-11-29T17:14:05Z
+    stowage.io/state:       fresh;at=2026-11-29T17:14:05Z   (or "stale: no report since …")
+
+Percentages are of what pods can really use (true allocatable where measured). All of
+one node's annotations stay under :data:`BUDGET_B`: a Node's annotations share 256 kB
+with everything else that writes there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Final
+
+PREFIX: Final = "stowage.io/"
+FULLNESS: Final = PREFIX + "fullness"
+CONTIGUITY: Final = PREFIX + "contiguity"
+PRESSURE: Final = PREFIX + "pressure"
+DIRECTIVES: Final = PREFIX + "directives"
+STATE: Final = PREFIX + "state"
+KEYS: Final = (FULLNESS, CONTIGUITY, PRESSURE, DIRECTIVES, STATE)
+BUDGET_B: Final = 4096
+
+
+def timestamp(unix_s: float) -> str:
+    return dt.datetime.fromtimestamp(unix_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def value(pairs: Mapping[str, str], at: float) -> str:
+    body = ",".join(f"{k}={v}" for k, v in pairs.items())
+    return f"{body};at={timestamp(at)}"
+
+
+def parse(text: str) -> tuple[dict[str, str], str]:
+    """``(pairs, timestamp)`` of a value; pairs without ``=`` (a state word) map to ""."""
+    body, _, at = text.rpartition(";at=")
+    pairs: dict[str, str] = {}
+    for part in body.split(","):
+        key, _, val = part.partition("=")
+        if key:
+            pairs[key] = val
+    return pairs, at
+
+
+def size_b(annotations: Mapping[str, str | None]) -> int:
+    """Bytes the way the API server counts them: keys plus values."""
+    return sum(len(k) + len(v) for k, v in annotations.items() if v is not None)
+
+
+def gibibytes(b: int) -> str:
+    return f"{b / 2**30:.2f}Gi"

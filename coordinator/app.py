@@ -1,0 +1,186 @@
+"""The coordinator as an aiohttp application: routes, and background tasks in order.
+
+Every replica serves reports and the extender; background tasks run under
+``cleanup_ctx`` so they start with the app and stop with it, in dependency order: the
+Node/Pod watches fill the caches (``/readyz`` turns ready once they have), the expiry loop
+turns silent nodes unknown, and — on the leader only — the publisher writes annotations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from coordinator import debug, ingest
+from coordinator.extender import kube as kube_extender
+from coordinator.extender import volcano as volcano_extender
+from coordinator.kube import leader, publisher, watches
+from coordinator.services import SERVICES, Services
+
+log = logging.getLogger(__name__)
+
+ApiClientFactory = Callable[[], Any]
+API_CLIENT = web.AppKey("api_client", object)
+
+
+def make_app(services: Services, api_client: Any | None = None) -> web.Application:
+    """The application; with ``api_client`` (the kubernetes client) it also watches the
+    cluster, without it the node set comes only from extender requests and tests."""
+    app = web.Application(client_max_size=services.settings.ingest.max_body_b)
+    app[SERVICES] = services
+    ingest.add_routes(app)
+    kube_extender.add_routes(app)
+    volcano_extender.add_routes(app)
+    debug.add_routes(app)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics)
+    app.cleanup_ctx.append(_expiry)
+    if api_client is None:
+        services.synced.set()
+    else:
+        app[API_CLIENT] = api_client
+        app.cleanup_ctx.append(_watches)
+        app.cleanup_ctx.append(_leadership)
+    return app
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok\n")
+
+
+async def readyz(request: web.Request) -> web.Response:
+    if request.app[SERVICES].synced.is_set():
+        return web.Response(text="ready\n")
+    return web.Response(text="waiting for the Node and Pod caches\n", status=503)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[SERVICES].metrics.registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _expiry(app: web.Application) -> AsyncIterator[None]:
+    services = app[SERVICES]
+    period = min(5.0, services.settings.signals.report_ttl_s / 4)
+
+    async def loop() -> None:
+        while True:
+            for name in services.cluster.expire():
+                log.info(
+                    "node %s: no report for %gs, now unknown (neutral)",
+                    name,
+                    services.settings.signals.report_ttl_s,
+                )
+            await asyncio.sleep(period)
+
+    task = asyncio.create_task(loop(), name="stowage-expiry")
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _watches(app: web.Application) -> AsyncIterator[None]:
+    from kubernetes import client
+
+    services = app[SERVICES]
+    cluster = services.cluster
+    core = client.CoreV1Api(app[API_CLIENT])
+    loop = asyncio.get_running_loop()
+    pending = {"nodes", "pods"}
+
+    def synced(resource: str) -> Callable[[], None]:
+        def mark() -> None:
+            pending.discard(resource)
+            if not pending:
+                services.synced.set()
+
+        return mark
+
+    reflectors = [
+        watches.Reflector(
+            "nodes",
+            core.list_node,
+            watches.Feed(
+                replace=cluster.replace_nodes,
+                upsert=_guarded(cluster.upsert_node),
+                delete=lambda node: cluster.remove_node((node.get("metadata") or {}).get("name")),
+                synced=synced("nodes"),
+            ),
+            loop,
+            services.metrics,
+            services.settings.kube.resync_s,
+        ),
+        watches.Reflector(
+            "pods",
+            core.list_pod_for_all_namespaces,
+            watches.Feed(
+                replace=cluster.replace_pods,
+                upsert=cluster.upsert_pod,
+                delete=cluster.remove_pod,
+                synced=synced("pods"),
+            ),
+            loop,
+            services.metrics,
+            services.settings.kube.resync_s,
+        ),
+    ]
+    for reflector in reflectors:
+        reflector.start()
+    yield
+    for reflector in reflectors:
+        reflector.stop()
+
+
+async def _leadership(app: web.Application) -> AsyncIterator[None]:
+    """Leader election, and the work only the leader does (publishing)."""
+    from kubernetes import client
+
+    services = app[SERVICES]
+    settings = services.settings
+    identity = f"{socket.gethostname()}_{os.getpid()}_{secrets.token_hex(3)}"
+    elector = leader.LeaderElector(
+        client.CoordinationV1Api(app[API_CLIENT]),
+        settings.kube.namespace,
+        identity,
+        settings.leader,
+        services.leader,
+        services.metrics,
+    )
+    tasks = [asyncio.create_task(elector.run(), name="stowage-leader")]
+    if settings.publisher.enabled:
+        pub = publisher.Publisher(
+            services.cluster,
+            publisher.merge_patcher(app[API_CLIENT]),
+            settings.publisher,
+            services.metrics,
+            services.leader,
+        )
+        tasks.append(asyncio.create_task(pub.run(), name="stowage-publisher"))
+    yield
+    for task in reversed(tasks):  # stop publishing before giving the lease back
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _guarded(upsert: Callable[[Any], None]) -> Callable[[Any], None]:
+    """A malformed object is logged and skipped; it must not stop the watch."""
+
+    def call(obj: Any) -> None:
+        try:
+            upsert(obj)
+        except ValueError as e:
+            log.warning("ignoring %s", e)
+
+    return call

@@ -1,0 +1,32 @@
+"""``GET /debug/explain?pod=NS/NAME&node=NODE``: why a node would or would not get a pod.
+
+Answers the filter verdict and the policy's score broken into its components (for
+``stowage``: fragmentation and stranding before and after, the live-signal points), and
+whether the node's signals are fresh. Read-only; safe on every replica.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from coordinator.services import SERVICES
+
+
+async def explain(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    pod_key = request.query.get("pod", "")
+    node = request.query.get("node", "")
+    if not pod_key or not node:
+        return web.json_response({"error": "give ?pod=NAMESPACE/NAME&node=NODE"}, status=400)
+    pod = services.cluster.pods.get(pod_key if "/" in pod_key else f"default/{pod_key}")
+    if pod is None:
+        return web.json_response({"error": f"pod {pod_key} is not known"}, status=404)
+    try:
+        answer = services.cluster.explain(pod, node)
+    except KeyError:
+        return web.json_response({"error": f"node {node} is not known"}, status=404)
+    return web.json_response({"pod": pod_key, **answer})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/debug/explain", explain)

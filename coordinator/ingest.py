@@ -1,0 +1,159 @@
+"""Agent reports in: ``POST /v1/reports`` (msgpack :class:`NodeReport`) → msgpack
+:class:`Directives`.
+
+Checks, in order; each refusal is a 4xx (or 503) with ``{"error": "..."}``, is counted
+in ``stowage_reports{outcome=...}`` and changes no state:
+
+====  ====================  =========================================================
+415   unsupported_media     Content-Type is not ``application/msgpack``
+413   too_large             Content-Length above ``ingest.max_body_b`` (checked before
+                            anything else is read), or a chunked body growing past it
+                            (checked while reading: at most the limit plus one chunk
+                            is ever held)
+401   unauthenticated       no bearer token, or one the authenticator refuses
+503   auth_unavailable      the token cannot be checked now (API server unreachable)
+400   invalid               not msgpack, or not a valid report; the message names the
+                            field (``psi.system.cpu.some.avg10_pct: nan is not …``)
+403   node_mismatch         the token belongs to another node than the report's
+409   unknown_node          the report's node is not (yet) among the cluster's Nodes
+====  ====================  =========================================================
+
+The body is read only after the caller is authenticated, so an anonymous caller costs a
+header parse, not a megabyte of buffering and a decode.
+
+An unknown node is 409, not 404: the URL exists and the report is fine, but it conflicts
+with what the coordinator knows now — typically a node that joined moments ago and is
+not in the Node watch yet, which the next report, once it is, gets past. A 404 would
+also read like a wrong URL (a misrouted Ingress answers 404 too). The agent treats both
+alike: the report is dropped and the next one goes out on schedule.
+
+An accepted report replaces the node's signals and is answered with directives that
+last ``ingest.directive_ttl_s``. Tokens are never logged; refusals are logged at DEBUG
+(they are counted by reason, so a flood shows in metrics, not logs).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+from aiohttp import hdrs, web
+
+from common import codec
+from common.errors import SchemaError
+from common.schema import SCHEMA_VERSION, Directives
+from coordinator.auth import AuthUnavailableError
+from coordinator.services import SERVICES, Services
+
+log = logging.getLogger(__name__)
+
+REPORTS_PATH: Final = "/v1/reports"
+CONTENT_TYPE: Final = "application/msgpack"
+OUTCOMES: Final = (
+    "accepted",
+    "unsupported_media",
+    "too_large",
+    "unauthenticated",
+    "auth_unavailable",
+    "invalid",
+    "node_mismatch",
+    "unknown_node",
+)
+"""Every ``outcome`` label of ``stowage_reports``: a fixed set, so cardinality stays low."""
+_MAX_MESSAGE: Final = 300
+"""A schema error can quote a 64 KiB map key; replies quote at most this much of it."""
+
+
+class Refused(Exception):
+    """A report turned away: the HTTP status, the metric outcome and what to tell the agent."""
+
+    def __init__(self, status: int, outcome: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.outcome = outcome
+        self.message = message
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post(REPORTS_PATH, handle_report)
+
+
+async def handle_report(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    metrics = services.metrics
+    with metrics.request_seconds.labels("report").time():
+        try:
+            directives = await ingest(request, services)
+        except Refused as r:
+            metrics.reports.labels(r.outcome).inc()
+            log.debug("report refused (%d %s): %s", r.status, r.outcome, r.message)
+            headers = {hdrs.WWW_AUTHENTICATE: "Bearer"} if r.status == 401 else None
+            return web.json_response({"error": r.message}, status=r.status, headers=headers)
+        metrics.reports.labels("accepted").inc()
+        return web.Response(body=codec.encode(directives), content_type=CONTENT_TYPE)
+
+
+async def ingest(request: web.Request, services: Services) -> Directives:
+    """Check, read, decode and apply one report; raise :class:`Refused` to turn it away."""
+    settings = services.settings.ingest
+    if request.content_type != CONTENT_TYPE:
+        raise Refused(415, "unsupported_media", f"expected Content-Type {CONTENT_TYPE}")
+    limit = settings.max_body_b
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise Refused(413, "too_large", f"body of {declared} bytes exceeds {limit}")
+    try:
+        caller = await services.authenticator.authenticate(bearer_token(request))
+    except AuthUnavailableError as e:
+        raise Refused(503, "auth_unavailable", f"cannot check the token now: {e}") from e
+    if caller is None:
+        raise Refused(401, "unauthenticated", "missing or invalid bearer token")
+    body = await read_bounded(request, limit)
+    try:
+        report = codec.decode_report(body, max_bytes=limit)
+    except SchemaError as e:
+        raise Refused(400, "invalid", _shorten(str(e))) from e
+    if caller.node is not None and caller.node != report.node:
+        raise Refused(
+            403, "node_mismatch", f"report for node {report.node!r} with a token of another node"
+        )
+    cluster = services.cluster
+    if report.node not in cluster.specs:
+        raise Refused(409, "unknown_node", f"node {report.node!r} is not known (yet)")
+    cluster.apply_report(report)
+    return Directives(
+        schema_version=SCHEMA_VERSION,
+        node=report.node,
+        issued_at=services.clock.wall(),
+        ttl_s=settings.directive_ttl_s,
+        be_cpu_quota_m=None,
+    )
+
+
+def bearer_token(request: web.Request) -> str | None:
+    """The token of an ``Authorization: Bearer …`` header; None if there is none."""
+    header = request.headers.get(hdrs.AUTHORIZATION)
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token
+
+
+async def read_bounded(request: web.Request, limit: int) -> bytes:
+    """The body, refused with 413 as soon as it grows past ``limit`` bytes."""
+    stream = request.content
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await stream.readany():
+        size += len(chunk)
+        if size > limit:
+            raise Refused(413, "too_large", f"body exceeds {limit} bytes")
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _shorten(message: str) -> str:
+    return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"

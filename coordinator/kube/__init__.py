@@ -1,0 +1,1 @@
+"""The coordinator's Kubernetes side: client, watches, leader election, publisher."""

@@ -1,0 +1,160 @@
+"""List-then-watch of Nodes and Pods, feeding the live cluster on the event loop.
+
+Each resource runs in its own thread (the client is synchronous): list everything, hand
+the list over as a replacement, then watch from the list's resourceVersion. A watch ends
+after ``timeoutSeconds`` and resumes from the last resourceVersion seen (bookmarks keep it
+fresh); a 410 Gone (history compacted) or any error relists after a short backoff; a full
+relist also happens every ``resync_s``. Lists and watch events stay JSON (the client's
+model objects cost milliseconds each to build, and nothing here needs them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from coordinator.kube.client import KubeError, translate
+from coordinator.metrics import CoordinatorMetrics
+
+log = logging.getLogger(__name__)
+
+WATCH_TIMEOUT_S = 60
+BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
+
+
+@dataclass
+class Feed:
+    """Where a resource's objects go: a full list, then single changes."""
+
+    replace: Callable[[list[Mapping[str, Any]]], None]
+    upsert: Callable[[Mapping[str, Any]], None]
+    delete: Callable[[Mapping[str, Any]], None]
+    synced: Callable[[], None]
+
+
+class Gone(Exception):  # noqa: N818 - a control signal: relist
+    """The watch's resourceVersion is too old (410): list again."""
+
+
+class Reflector:
+    """Keeps one resource's objects flowing into a :class:`Feed`."""
+
+    def __init__(
+        self,
+        resource: str,
+        list_call: Callable[..., Any],
+        feed: Feed,
+        loop: asyncio.AbstractEventLoop,
+        metrics: CoordinatorMetrics,
+        resync_s: float,
+    ) -> None:
+        self.resource = resource
+        self._list = list_call
+        self._feed = feed
+        self._loop = loop
+        self._metrics = metrics
+        self._resync_s = resync_s
+        self.stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"watch-{resource}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to stop. It does at its next event or when the watch's
+        ``timeoutSeconds`` ends it (closing the stream from here could block the caller
+        until then: urllib3 responses are not made to be closed across threads)."""
+        self.stopping.set()
+
+    def _run(self) -> None:
+        failures = 0
+        while not self.stopping.is_set():
+            try:
+                version = self._relist()
+                failures = 0
+                deadline = time.monotonic() + self._resync_s
+                while not self.stopping.is_set() and time.monotonic() < deadline:
+                    version = self._watch(version)
+            except Gone:
+                self._metrics.watch_restarts.labels(self.resource, "expired").inc()
+            except Exception as e:  # any failure: back off, relist; never die
+                if self.stopping.is_set():
+                    return
+                error = e if isinstance(e, KubeError) else translate(self.resource, e)
+                self._metrics.watch_restarts.labels(self.resource, "error").inc()
+                delay = BACKOFF_S[min(failures, len(BACKOFF_S) - 1)] * random.uniform(0.8, 1.2)
+                if failures == 0:
+                    log.warning("watch %s failed, relisting: %s", self.resource, error)
+                failures += 1
+                self.stopping.wait(delay)
+
+    def _relist(self) -> str:
+        response = self._list(_preload_content=False, _request_timeout=60)
+        body = json.loads(response.data)
+        items = body.get("items") or []
+        self._call(self._feed.replace, items)
+        self._call(self._feed.synced)
+        return str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _watch(self, version: str) -> str:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            response = self._list(
+                watch=True,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=WATCH_TIMEOUT_S,
+                _preload_content=False,
+                _request_timeout=WATCH_TIMEOUT_S + 10,
+            )
+        except ApiException as e:
+            if e.status == 410:
+                raise Gone() from e
+            raise
+        try:
+            for event in _events(response):
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise Gone()
+                    raise KubeError(f"watch {self.resource}: {obj.get('message')}", 0)
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                if kind in ("ADDED", "MODIFIED"):
+                    self._call(self._feed.upsert, obj)
+                elif kind == "DELETED":
+                    self._call(self._feed.delete, obj)
+                if self.stopping.is_set():
+                    break
+        finally:
+            response.release_conn()
+        return version
+
+    def _call(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run on the event loop, where the live cluster lives; wait, to keep order."""
+        done = asyncio.run_coroutine_threadsafe(_invoke(fn, *args), self._loop)
+        done.result()
+
+
+async def _invoke(fn: Callable[..., None], *args: Any) -> None:
+    fn(*args)
+
+
+def _events(response: Any) -> Iterator[dict[str, Any]]:
+    """Newline-delimited JSON watch events from a streaming response."""
+    pending = b""
+    for chunk in response.stream(65536, decode_content=True):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
+    if pending.strip():
+        yield json.loads(pending)

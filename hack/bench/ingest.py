@@ -1,0 +1,185 @@
+"""Report ingest throughput: sustained reports/s and coordinator CPU per report.
+
+    python -m hack.bench.ingest [--nodes 10000] [--seconds 10] [--concurrency 64]
+                                [--auth static|none] [--client-processes 1]
+
+Starts, each in its own process on 127.0.0.1:
+
+* the coordinator's ingest endpoint (:mod:`coordinator.ingest`) over a
+  :class:`LiveCluster` of ``--nodes`` GPU Nodes (loaded from Node JSON as a relist),
+  authenticating with one static token per node (or none);
+* the load generator (:mod:`hack.loadgen.reports`): full 8-GPU, ~30-pod reports from
+  every node, ``--concurrency`` in flight, as fast as the server answers.
+
+Then, as the same-run baseline, the floor: a bare aiohttp handler that reads the same
+bodies and answers 200, under the same load. For each it prints reports/s over the window,
+latency p50/p99 and the server process's CPU seconds per report (psutil), whose inverse
+is what one core of the server sustains. Target: ≥ 3,000 reports/s on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from common.clock import SystemClock
+from coordinator import ingest
+from coordinator.auth import NoAuth, StaticTokens
+from coordinator.config import CoordinatorSettings, IngestSettings, PolicySettings
+from coordinator.live import LiveCluster
+from coordinator.metrics import CoordinatorMetrics
+from coordinator.services import SERVICES, Services
+from hack.loadgen.reports import node_name
+
+REPO = Path(__file__).resolve().parents[2]
+TARGET_PER_S = 3000.0
+
+
+def gpu_node(name: str) -> dict[str, Any]:
+    """A Node as the API server lists it: 8 GPUs, 224 CPUs, 2 TiB."""
+    allocatable = {"cpu": "222", "memory": "2030Gi", "nvidia.com/gpu": "8", "pods": "110"}
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "H100"},
+        },
+        "status": {"capacity": dict(allocatable), "allocatable": allocatable},
+    }
+
+
+def ingest_app(nodes: int, tokens: dict[str, str] | None) -> web.Application:
+    ingest_settings = IngestSettings(
+        auth="static" if tokens else "none", static_tokens=tokens or {}
+    )
+    settings = CoordinatorSettings(
+        policy=PolicySettings(name="most-allocated"), ingest=ingest_settings
+    )
+    clock = SystemClock()
+    metrics = CoordinatorMetrics()
+    cluster = LiveCluster(settings, clock, metrics)
+    cluster.replace_nodes(gpu_node(node_name(i)) for i in range(nodes))
+    services = Services(
+        settings=settings,
+        clock=clock,
+        metrics=metrics,
+        cluster=cluster,
+        authenticator=StaticTokens(tokens) if tokens else NoAuth(),
+    )
+    app = web.Application(client_max_size=settings.ingest.max_body_b)
+    app[SERVICES] = services
+    ingest.add_routes(app)
+    return app
+
+
+def floor_app() -> web.Application:
+    """What any HTTP endpoint taking these bodies costs: read the body, answer 200."""
+
+    async def handle(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=b"\x80", content_type="application/msgpack")
+
+    app = web.Application(client_max_size=2**20)
+    app.router.add_post(ingest.REPORTS_PATH, handle)
+    return app
+
+
+def serve(kind: str, nodes: int, tokens: dict[str, str] | None, ready: Connection) -> None:
+    """Server process: build the app, listen on an ephemeral port, report the port."""
+    import asyncio
+
+    app = ingest_app(nodes, tokens) if kind == "ingest" else floor_app()
+
+    async def run() -> None:
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
+        await site.start()
+        ready.send(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
+
+
+def measure(kind: str, args: argparse.Namespace, tokens: dict[str, str] | None) -> dict[str, Any]:
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    server = ctx.Process(target=serve, args=(kind, args.nodes, tokens, child), daemon=True)
+    server.start()
+    try:
+        if not parent.poll(300):
+            raise RuntimeError(f"{kind} server did not start")
+        port = parent.recv()
+        cmd = [
+            sys.executable,
+            "-m",
+            "hack.loadgen.reports",
+            f"--url=http://127.0.0.1:{port}",
+            f"--nodes={args.nodes}",
+            f"--seconds={args.seconds}",
+            f"--warmup={args.warmup}",
+            f"--concurrency={args.concurrency}",
+            f"--processes={args.client_processes}",
+            f"--server-pid={server.pid}",
+        ]
+        with tempfile.TemporaryDirectory() as tmp:
+            if tokens:
+                path = Path(tmp) / "tokens.json"
+                path.write_text(json.dumps({node: token for token, node in tokens.items()}))
+                cmd.append(f"--node-tokens={path}")
+            out = subprocess.run(cmd, cwd=REPO, check=True, capture_output=True, text=True)
+        result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        server.terminate()
+        server.join(10)
+    cpu_us = result.get("server_cpu_us_per_answer")
+    result["one_core_reports_per_s"] = round(1e6 / cpu_us, 1) if cpu_us else None
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--warmup", type=float, default=2.0)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--client-processes", type=int, default=1)
+    parser.add_argument("--auth", choices=("static", "none"), default="static")
+    args = parser.parse_args(argv)
+    tokens = None
+    if args.auth == "static":
+        tokens = {secrets.token_urlsafe(32): node_name(i) for i in range(args.nodes)}
+    ingest_result = measure("ingest", args, tokens)
+    floor_result = measure("floor", args, None)
+    report = {
+        "nodes": args.nodes,
+        "auth": args.auth,
+        "cpus": os.cpu_count(),
+        "ingest": ingest_result,
+        "floor": floor_result,
+        "target_one_core_reports_per_s": TARGET_PER_S,
+    }
+    print(json.dumps(report))
+    for name, r in (("ingest", ingest_result), ("floor", floor_result)):
+        print(
+            f"{name:>6}: {r['reports_per_s']:8,.0f} reports/s sustained,"
+            f" p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms;"
+            f" server {r.get('server_cpu_us_per_answer', float('nan')):.0f} µs CPU/report"
+            f" = {r['one_core_reports_per_s'] or 0:,.0f}/s on one core;"
+            f" statuses {r['statuses']} errors {r['errors']}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

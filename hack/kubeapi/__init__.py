@@ -1,0 +1,40 @@
+"""A Kubernetes API emulator over real HTTP, for tests and for running the coordinator
+without a cluster (no kube-apiserver can be installed where Stowage is developed).
+
+It serves the endpoints Stowage uses, faithfully enough that the code path under test is the
+one that runs in a cluster, with the official ``kubernetes`` client and ``kubectl`` as clients:
+
+* discovery (``/version``, ``/api``, ``/apis``...) and Table output for ``kubectl get``;
+* nodes, pods, namespaces, events, leases and PodDisruptionBudgets: list (label and field
+  selectors, pagination), watch, get, create, PUT, PATCH (merge, strategic merge, JSON
+  patch), delete, with one global resourceVersion counter, 409 on stale resourceVersions
+  and ``/status`` subresources;
+* watches replaying a bounded change history, with 410 Expired once it has moved on;
+* ``pods/eviction`` with the PodDisruptionBudget rules (201, 429, 500, dry run);
+* ``tokenreviews`` with pod-bound tokens, node-name extras and audiences;
+* optional bearer-token authentication of the API itself.
+
+Why our own and not ``kmock``: kmock's ``KubernetesEmulator`` is a generic object store
+(``resourceVersion: '...'``, no 410, no subresources), so what we need from an apiserver
+(one ordered resourceVersion, preconditions and conflicts, compaction, strategic merge
+rules, eviction and token review) would all be added on top of it as scripted handlers
+reaching into its internals. That code is most of this package anyway; owning the store
+too keeps the semantics in one place and costs no dependency.
+
+Known differences from a real apiserver (each a choice, not an accident): no controllers
+(PDB status is what was written, nothing is garbage collected, finalizers do not hold a
+delete), so deletes are immediate (a pod on a node is first marked terminating); no RBAC
+or admission beyond namespace existence; validation of metadata only; no server-side apply,
+managedFields or dry run outside eviction; legacy discovery without OpenAPI; Table output
+with the default columns; continue tokens do not pin a snapshot.
+
+Layout: ``store`` (objects, resourceVersion, history), ``crud`` (routing and the generic
+verbs), ``watch``, ``patch``, ``selectors``, ``eviction``, ``tokens``, ``discovery``,
+``table``, ``validation``, ``objects`` (builders), ``server`` (``KubeApi``), ``__main__``.
+"""
+
+from hack.kubeapi.server import KubeApi
+from hack.kubeapi.store import Store
+from hack.kubeapi.tokens import Identity, TokenBook
+
+__all__ = ["Identity", "KubeApi", "Store", "TokenBook"]

@@ -1,0 +1,86 @@
+"""``python -m hack.kubeapi``: the emulator as a process, for running the coordinator standalone.
+
+    python -m hack.kubeapi --listen 127.0.0.1:6443 --seed-nodes 3 \
+        --token agent-1-token=worker-1 --audience stowage --kubeconfig kubeconfig.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+
+from hack.kubeapi.server import KubeApi
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m hack.kubeapi", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (port 0: any free port)")
+    parser.add_argument(
+        "--seed-nodes", type=int, default=0, metavar="N", help="add Ready nodes worker-1..worker-N"
+    )
+    parser.add_argument(
+        "--token",
+        action="append",
+        default=[],
+        metavar="TOKEN=NODE",
+        help="a pod-bound service-account token whose TokenReview names NODE (repeatable)",
+    )
+    parser.add_argument(
+        "--audience",
+        action="append",
+        default=[],
+        help="audience the --token tokens are issued for (repeatable; default: the API server's)",
+    )
+    parser.add_argument("--admin-token", help="a token for an admin user (system:masters)")
+    parser.add_argument(
+        "--require-auth", action="store_true", help="refuse API calls without a valid token"
+    )
+    parser.add_argument(
+        "--history", type=int, default=1000, help="watch events kept before 410 Expired"
+    )
+    parser.add_argument("--kubeconfig", help="write a kubeconfig for this server here")
+    return parser.parse_args(argv)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    host, _, port = args.listen.rpartition(":")
+    api = KubeApi(
+        host=host or "127.0.0.1",
+        port=int(port),
+        history=args.history,
+        require_auth=args.require_auth,
+    )
+    for i in range(1, args.seed_nodes + 1):
+        api.add_node(f"worker-{i}", address=f"10.0.0.{i}")
+    for spec in args.token:
+        token, sep, node = spec.partition("=")
+        if not sep or not token or not node:
+            raise SystemExit(f"--token wants TOKEN=NODE, got {spec!r}")
+        api.add_token(token, node=node, audiences=args.audience or None)
+    if args.admin_token:
+        api.add_token(args.admin_token, username="admin", groups=["system:masters"])
+    await api.start()
+    if args.kubeconfig:
+        api.kubeconfig(args.kubeconfig, token=args.admin_token)
+    print(f"kubeapi serving on {api.url}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await api.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""What every request handler shares: the store, the tokens and the serving options."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from aiohttp import web
+
+from hack.kubeapi.store import Store
+from hack.kubeapi.tokens import TokenBook
+
+
+@dataclass(eq=False)
+class Cluster:
+    store: Store
+    tokens: TokenBook
+    require_auth: bool = False
+    """Off by default, as tests mostly exercise behaviour, not credentials. When on, every
+    call but /version and the health checks needs a token valid for the API audience."""
+    watch_timeout_s: float = 1800.0
+    """A watch without ``timeoutSeconds`` ends after this (the apiserver picks 30-60 min)."""
+    bookmark_interval_s: float = 60.0
+    """How often a watch with ``allowWatchBookmarks`` gets a BOOKMARK (apiserver: ~1 min)."""
+    closing: bool = False
+    wakers: set[Callable[[], None]] = field(default_factory=set)
+
+    def close_watches(self) -> None:
+        """Shutdown: wake every open watch so it ends its stream instead of being cancelled."""
+        self.closing = True
+        for wake in list(self.wakers):
+            wake()
+
+
+CLUSTER: Final = web.AppKey("cluster", Cluster)

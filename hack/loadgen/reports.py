@@ -1,0 +1,652 @@
+"""Load generator for the coordinator's report ingest: many simulated nodes, one endpoint.
+
+    python -m hack.loadgen.reports --url http://127.0.0.1:PORT --nodes 10000 \\
+        --seconds 10 --concurrency 64 [--token-file FILE | --node-tokens FILE.json]
+
+Each simulated node sends what a GPU node's agent sends: every section filled, 8 GPUs
+on NVSwitch, 2 NUMA nodes, ~30 pods (:func:`build_report`). Encoding a full report costs
+far more than sending it, so the sections are encoded once per report variant and every
+request only packs the fields that change (``node``, ``seq``, ``measured_at``) in front of
+them (:class:`Bodies`); the bytes are exactly what :func:`common.codec.encode` produces
+for the same report, which the tests check.
+
+``--concurrency`` requests are in flight at any time, over that many keep-alive
+connections; ``--processes`` splits them over several client processes when one client
+core cannot keep up with the server. Prints one JSON object: reports/s over the measured
+window, latency p50/p99 in milliseconds, and counts of answers by HTTP status and of
+transport errors by kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import multiprocessing
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+import aiohttp
+import msgpack
+import psutil
+
+from common import codec
+from common.schema import (
+    SCHEMA_VERSION,
+    AllocatableSection,
+    CgroupLimits,
+    Compaction,
+    CpuAllocatable,
+    CpuUsage,
+    GpuDevice,
+    GpuSection,
+    HugepagePool,
+    KubeletSettings,
+    KubepodsCgroup,
+    MemfragSection,
+    MemoryAllocatable,
+    MemoryUsage,
+    NodeContiguity,
+    NodeReport,
+    NumaNode,
+    NumaSection,
+    PodInfo,
+    PodsSection,
+    PsiGroup,
+    PsiLine,
+    PsiResource,
+    PsiSection,
+    Resources,
+    UsageSection,
+    ZoneFrag,
+)
+
+GIB: Final = 2**30
+MIB: Final = 2**20
+AGENT_VERSION: Final = "0.1.0"
+VARIANTS: Final = 8
+"""Distinct report bodies (utilisation, pod mix); node i sends variant i % VARIANTS."""
+PATH: Final = "/v1/reports"
+CONTENT_TYPE: Final = "application/msgpack"
+
+
+def node_name(i: int) -> str:
+    return f"gpu-node-{i:05d}"
+
+
+# ------------------------------------------------------------------ a GPU node's report
+
+
+def _psi_line(avg10: float, total_us: int, rate: float | None) -> PsiLine:
+    return PsiLine(
+        avg10_pct=avg10,
+        avg60_pct=avg10 * 0.8,
+        avg300_pct=avg10 * 0.6,
+        total_us=total_us,
+        rate_pct=rate,
+    )
+
+
+def _psi_group(path: str, load: float) -> PsiGroup:
+    return PsiGroup(
+        path=path,
+        cpu=PsiResource(some=_psi_line(load, 91_000_000, load * 1.1), full=None),
+        memory=PsiResource(
+            some=_psi_line(load / 10, 1_200_000, load / 9),
+            full=_psi_line(load / 20, 600_000, load / 18),
+        ),
+        io=PsiResource(
+            some=_psi_line(load / 4, 33_000_000, load / 4),
+            full=_psi_line(load / 8, 21_000_000, load / 8),
+        ),
+        irq=PsiResource(some=None, full=_psi_line(0.0, 12_000, 0.0)),
+    )
+
+
+def _psi(now: float, load: float) -> PsiSection:
+    root = "/sys/fs/cgroup/kubepods.slice"
+    return PsiSection(
+        measured_at=now,
+        interval_s=10.0,
+        system=_psi_group("/proc/pressure", load),
+        cgroups={
+            "kubepods": _psi_group(root, load * 0.9),
+            "burstable": _psi_group(f"{root}/kubepods-burstable.slice", load * 0.5),
+            "besteffort": _psi_group(f"{root}/kubepods-besteffort.slice", load * 0.3),
+        },
+    )
+
+
+def _memfrag(now: float, variant: int) -> MemfragSection:
+    zones = []
+    for numa, zone in ((0, "DMA"), (0, "DMA32"), (0, "Normal"), (1, "Normal")):
+        scale = 1 if zone.startswith("DMA") else 4096 + variant * 64
+        by_order = [4096 * scale * (11 - k) for k in range(11)]
+        zones.append(
+            ZoneFrag(
+                node=numa,
+                zone=zone,
+                free_b=sum(by_order),
+                free_b_by_order=by_order,
+                free_b_ge_2mib=sum(by_order[9:]),
+                free_b_ge_1gib=0,
+                largest_block_b=4 * MIB,
+                unusable_frac_by_order=[min(1.0, k / 10) for k in range(11)],
+                low_watermark_b=64 * MIB if zone == "Normal" else MIB,
+            )
+        )
+    nodes = [
+        NodeContiguity(
+            node=n,
+            free_b=40 * GIB + variant * GIB,
+            free_b_ge_2mib=30 * GIB + variant * GIB,
+            free_b_ge_1gib=0,
+            largest_block_b=4 * MIB,
+            unusable_2mib_frac=0.25,
+        )
+        for n in (0, 1)
+    ]
+    counters = [
+        "compact_stall",
+        "compact_fail",
+        "compact_success",
+        "compact_migrate_scanned",
+        "compact_free_scanned",
+        "compact_isolated",
+        "thp_fault_alloc",
+        "thp_fault_fallback",
+        "thp_collapse_alloc",
+        "thp_split_page",
+        "pgmigrate_success",
+        "pgmigrate_fail",
+    ]
+    return MemfragSection(
+        measured_at=now,
+        page_size_b=4096,
+        order_2mib=9,
+        order_1gib=18,
+        zones=zones,
+        nodes=nodes,
+        hugepages=[
+            HugepagePool(size_b=2 * MIB, node=None, total=1024, free=512, surplus=0, reserved=0),
+            HugepagePool(size_b=2 * MIB, node=0, total=512, free=256, surplus=0),
+            HugepagePool(size_b=2 * MIB, node=1, total=512, free=256, surplus=0),
+            HugepagePool(size_b=GIB, node=None, total=0, free=0, surplus=0, reserved=0),
+        ],
+        thp_enabled="madvise",
+        thp_defrag="madvise",
+        compaction=Compaction(
+            counters={c: 1000 * (i + 1) + variant for i, c in enumerate(counters)},
+            rates_per_s={c: 0.1 * i for i, c in enumerate(counters)},
+        ),
+    )
+
+
+def _allocatable(now: float) -> AllocatableSection:
+    root = "/sys/fs/cgroup/kubepods.slice"
+    kubepods = CgroupLimits(
+        path=root,
+        memory_limit_b=1900 * GIB,
+        memory_current_b=800 * GIB,
+        memory_working_set_b=700 * GIB,
+        cpu_quota_m=None,
+        cpu_weight=8000,
+    )
+    return AllocatableSection(
+        measured_at=now,
+        cpu=CpuAllocatable(
+            capacity_m=224_000,
+            cpus="0-223",
+            kube_reserved_m=1000,
+            system_reserved_m=1000,
+            reserved_cpus_m=0,
+            kubelet_allocatable_m=222_000,
+            true_allocatable_m=221_500,
+            limited_by="non-pod-usage",
+        ),
+        memory=MemoryAllocatable(
+            capacity_b=2048 * GIB,
+            hugepages_b=2 * GIB,
+            kube_reserved_b=8 * GIB,
+            system_reserved_b=8 * GIB,
+            eviction_hard_b=100 * MIB,
+            kubelet_allocatable_b=2030 * GIB,
+            kubepods_limit_b=1900 * GIB,
+            node_working_set_b=760 * GIB,
+            pods_working_set_b=700 * GIB,
+            non_pod_b=60 * GIB,
+            true_allocatable_b=1900 * GIB,
+            limited_by="kubepods-limit",
+        ),
+        kubelet=KubeletSettings(
+            path="/var/lib/kubelet/config.yaml",
+            cgroup_driver="systemd",
+            cgroups_per_qos=True,
+            enforce_node_allocatable=["pods"],
+            cpu_manager_policy="static",
+            memory_manager_policy="Static",
+            topology_manager_policy="single-numa-node",
+            topology_manager_scope="pod",
+            reserved_system_cpus="0,112",
+        ),
+        cgroup=KubepodsCgroup(
+            version=2,
+            driver="systemd",
+            kubepods=kubepods,
+            qos={
+                "burstable": replace(kubepods, path=f"{root}/kubepods-burstable.slice"),
+                "besteffort": replace(
+                    kubepods, path=f"{root}/kubepods-besteffort.slice", cpu_weight=1
+                ),
+            },
+        ),
+    )
+
+
+def _numa(now: float) -> NumaSection:
+    return NumaSection(
+        measured_at=now,
+        nodes=[
+            NumaNode(
+                node=n,
+                cpus=f"{n * 56}-{n * 56 + 55},{112 + n * 56}-{112 + n * 56 + 55}",
+                cpu_count=112,
+                mem_total_b=1024 * GIB,
+                mem_free_b=300 * GIB,
+                mem_available_b=600 * GIB,
+                distances=[10, 21] if n == 0 else [21, 10],
+            )
+            for n in (0, 1)
+        ],
+    )
+
+
+def _gpus(now: float, variant: int) -> GpuSection:
+    devices = [
+        GpuDevice(
+            index=i,
+            uuid=f"GPU-{variant:04x}{i:04x}-1111-2222-3333-444455556666",
+            name="NVIDIA H100 80GB HBM3",
+            pci_bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+            numa_node=i // 4,
+            mem_total_b=80 * GIB,
+            mem_used_b=(i * 9 + variant) % 80 * GIB,
+            util_gpu_pct=float((i * 13 + variant * 7) % 100),
+            util_mem_pct=float((i * 7 + variant * 3) % 100),
+            mig_enabled=False,
+            mig_devices=[],
+            ecc_enabled=True,
+            ecc_uncorrected_volatile=0,
+            retired_pages_pending=False,
+            remapped_rows_pending=False,
+            remapping_failed=False,
+            nvlinks_active=18,
+            xid_critical=0,
+            last_xid=None,
+            health="ok",
+            health_reasons=[],
+        )
+        for i in range(8)
+    ]
+    return GpuSection(
+        measured_at=now,
+        driver_version="550.54.15",
+        devices=devices,
+        topology=[
+            [0 if i == j else (40 if i // 4 == j // 4 else 50) for j in range(8)] for i in range(8)
+        ],
+        nvlinks=[[0 if i == j else 18 for j in range(8)] for i in range(8)],
+    )
+
+
+def _usage(now: float, load: float) -> UsageSection:
+    return UsageSection(
+        measured_at=now,
+        cpu=CpuUsage(
+            window_s=10.0, used_m=int(2240 * load), used_pct=load, iowait_pct=0.5, steal_pct=0.0
+        ),
+        memory=MemoryUsage(
+            total_b=2048 * GIB,
+            used_b=900 * GIB,
+            working_set_b=760 * GIB,
+            page_cache_b=300 * GIB,
+            inactive_file_b=140 * GIB,
+            available_b=1100 * GIB,
+            shmem_b=4 * GIB,
+            unevictable_b=0,
+            swap_used_b=0,
+        ),
+    )
+
+
+def _pods(now: float, count: int) -> PodsSection:
+    pods = []
+    for i in range(count):
+        gpu = i % 4 == 0
+        requests = Resources(
+            cpu_m=8000 if gpu else 500 + 250 * (i % 8),
+            mem_b=(64 if gpu else 2 + i % 6) * GIB,
+            gpu=1 if gpu else 0,
+            hugepages_b=0,
+            extended={"rdma/hca_shared_devices_a": 1} if gpu else {},
+        )
+        pods.append(
+            PodInfo(
+                namespace="ml-training" if gpu else "batch",
+                name=f"job-{i:03d}-worker-{i * 7919 % 100_000:05d}",
+                uid=f"6d3c2f1e-{i:04x}-4000-8000-00000000{i:04x}",
+                phase="Running",
+                qos_class="Guaranteed" if gpu else "Burstable",
+                priority=1000 if gpu else 0,
+                priority_class="training-high" if gpu else None,
+                requests=requests,
+                limits=replace(requests, cpu_m=requests.cpu_m * 2),
+                labels={
+                    "app.kubernetes.io/name": "trainer" if gpu else "etl",
+                    "app.kubernetes.io/instance": f"run-{i // 4}",
+                    "team": "research",
+                    "stowage.io/qos": "latency" if gpu else "batch",
+                },
+            )
+        )
+    return PodsSection(measured_at=now, source="apiserver", pods=pods)
+
+
+def build_report(
+    node: str, *, seq: int = 0, now: float = 1_767_225_600.0, variant: int = 0
+) -> NodeReport:
+    """A full report of an 8-GPU, 2-NUMA node running ~30 pods; ``variant`` changes the
+    measurements and the pod count (28–35) without changing the shape."""
+    load = 20.0 + 7.5 * variant
+    return NodeReport(
+        schema_version=SCHEMA_VERSION,
+        node=node,
+        agent_version=AGENT_VERSION,
+        seq=seq,
+        measured_at=now,
+        psi=_psi(now, load),
+        memfrag=_memfrag(now, variant),
+        allocatable=_allocatable(now),
+        numa=_numa(now),
+        gpus=_gpus(now, variant),
+        usage=_usage(now, load),
+        pods=_pods(now, 28 + variant % 8),
+    )
+
+
+# ------------------------------------------------------------------- cheap re-encoding
+
+
+class Bodies:
+    """Request bodies for many nodes without encoding a report per request.
+
+    A report encodes as a msgpack map in field order. Everything after ``measured_at``
+    (the sections) is encoded once per variant; per node the header up to ``node`` is
+    packed once; per request only ``seq`` and ``measured_at`` are packed.
+    """
+
+    def __init__(self, nodes: Sequence[str], *, now: float = 1_767_225_600.0) -> None:
+        self.nodes = list(nodes)
+        self._sections: list[bytes] = []
+        for v in range(VARIANTS):
+            plain = codec.to_plain(build_report("x", now=now, variant=v))
+            rest = {k: plain[k] for k in list(plain)[5:]}
+            self._sections.append(msgpack.packb(rest, use_bin_type=True)[1:])  # no map header
+        packer = msgpack.Packer(use_bin_type=True)
+        self._heads = [
+            packer.pack_map_header(12)
+            + packer.pack("schema_version")
+            + packer.pack(SCHEMA_VERSION)
+            + packer.pack("node")
+            + packer.pack(name)
+            + packer.pack("agent_version")
+            + packer.pack(AGENT_VERSION)
+            for name in self.nodes
+        ]
+        self._seq_key = packer.pack("seq")
+        self._at_key = packer.pack("measured_at")
+        self._packer = packer
+
+    def body(self, i: int, seq: int, measured_at: float) -> bytes:
+        """The encoded report of node ``i`` with this ``seq`` and ``measured_at``."""
+        p = self._packer
+        return b"".join(
+            (
+                self._heads[i],
+                self._seq_key,
+                p.pack(seq),
+                self._at_key,
+                p.pack(float(measured_at)),
+                self._sections[i % VARIANTS],
+            )
+        )
+
+
+# ------------------------------------------------------------------------- the client
+
+
+@dataclass
+class Result:
+    """What the client saw within the measured window."""
+
+    seconds: float = 0.0
+    latencies_s: list[float] = field(default_factory=list)
+    statuses: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    server_cpu_s: float | None = None
+    """CPU seconds the server process used within the window (``--server-pid``)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    url: str
+    nodes: int
+    seconds: float = 10.0
+    """Length of the measured window; ignored when ``requests`` is set."""
+    concurrency: int = 64
+    warmup_s: float = 1.0
+    """Unmeasured lead-in: connections opened, caches warm."""
+    requests: int | None = None
+    """Send exactly this many requests (no warm-up), then stop: for tests."""
+    token: str | None = None
+    node_tokens: dict[str, str] | None = None
+    server_pid: int | None = None
+    start_at: float | None = None
+    """Wall-clock time to start at, so several client processes share one window."""
+    first: int = 0
+    """This process's share of the nodes: node indices first, first + step, …"""
+    step: int = 1
+    now: float = 0.0
+    """``measured_at`` of the first report (0: the current time)."""
+
+
+async def run_client(plan: Plan) -> Result:
+    """Send reports of this process's share of the nodes; see :class:`Plan`."""
+    indices = range(plan.first, plan.nodes, plan.step)
+    names = [node_name(i) for i in indices]
+    if not names:
+        return Result()
+    now = plan.now or time.time()
+    bodies = Bodies(names, now=now)
+    headers: list[dict[str, str]] = []
+    for name in names:
+        h = {"Content-Type": CONTENT_TYPE}
+        token = plan.node_tokens.get(name) if plan.node_tokens is not None else plan.token
+        if token:
+            h["Authorization"] = f"Bearer {token}"
+        headers.append(h)
+    url = plan.url.rstrip("/") + PATH
+    result = Result()
+    sent = 0
+    loop = asyncio.get_running_loop()
+    if plan.start_at is not None:
+        await asyncio.sleep(max(0.0, plan.start_at - time.time()))
+    start = loop.time()
+    if plan.requests is not None:
+        measure_from, end = start, float("inf")
+    else:
+        measure_from = start + plan.warmup_s
+        end = measure_from + plan.seconds
+    connector = aiohttp.TCPConnector(limit=plan.concurrency)
+    timeout = aiohttp.ClientTimeout(total=30)
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal sent
+        while True:
+            n = sent
+            if (plan.requests is not None and n >= plan.requests) or loop.time() >= end:
+                return
+            sent += 1
+            i = n % len(names)
+            body = bodies.body(i, n // len(names), now + n * 1e-3)
+            t0 = loop.time()
+            status = kind = ""
+            try:
+                async with session.post(url, data=body, headers=headers[i]) as resp:
+                    await resp.read()
+                    status = str(resp.status)
+            except (aiohttp.ClientError, TimeoutError) as e:
+                kind = type(e).__name__
+            t1 = loop.time()
+            if t0 < measure_from or t1 > end:
+                continue  # warm-up, or finished after the window closed
+            if status:
+                result.statuses[status] += 1
+                result.latencies_s.append(t1 - t0)
+            else:
+                result.errors[kind] += 1
+
+    async def sample_server() -> None:
+        proc = psutil.Process(plan.server_pid)
+        await asyncio.sleep(max(0.0, measure_from - loop.time()))
+        before = _cpu_s(proc)
+        await asyncio.sleep(max(0.0, end - loop.time()))
+        result.server_cpu_s = _cpu_s(proc) - before
+
+    sampler = None
+    if plan.server_pid is not None and plan.requests is None:
+        sampler = asyncio.create_task(sample_server())
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        await asyncio.gather(*(worker(session) for _ in range(plan.concurrency)))
+    if sampler is not None:
+        await sampler
+    result.seconds = plan.seconds if plan.requests is None else loop.time() - start
+    return result
+
+
+def _cpu_s(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
+def _run_in_process(plan: Plan) -> Result:
+    return asyncio.run(run_client(plan))
+
+
+def run(plan: Plan, processes: int = 1) -> Result:
+    """Run the plan in ``processes`` client processes (1: in this one) and merge results;
+    the first process samples the server."""
+    if processes <= 1:
+        return asyncio.run(run_client(plan))
+    now = plan.now or time.time()
+    start_at = time.time() + 2.0 + plan.nodes / 20_000  # spawn and build bodies first
+    plans = [
+        replace(
+            plan,
+            concurrency=max(1, plan.concurrency // processes),
+            requests=None if plan.requests is None else -(-plan.requests // processes),
+            server_pid=plan.server_pid if p == 0 else None,
+            start_at=start_at,
+            first=p,
+            step=processes,
+            now=now,
+        )
+        for p in range(processes)
+    ]
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        parts = pool.map(_run_in_process, plans)
+    merged = Result(seconds=max(part.seconds for part in parts))
+    for part in parts:
+        merged.latencies_s.extend(part.latencies_s)
+        merged.statuses.update(part.statuses)
+        merged.errors.update(part.errors)
+    merged.server_cpu_s = parts[0].server_cpu_s
+    return merged
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of already sorted values (NaN when there are none)."""
+    if not sorted_values:
+        return math.nan
+    rank = max(1, math.ceil(len(sorted_values) * q / 100))
+    return sorted_values[rank - 1]
+
+
+def summary(result: Result) -> dict[str, Any]:
+    """The JSON the command prints."""
+    latencies = sorted(result.latencies_s)
+    ok = result.statuses.get("200", 0)
+    seconds = result.seconds or math.nan
+    out: dict[str, Any] = {
+        "seconds": round(result.seconds, 3),
+        "answers": len(latencies),
+        "reports_per_s": round(ok / seconds, 1),
+        "answers_per_s": round(len(latencies) / seconds, 1),
+        "p50_ms": round(percentile(latencies, 50) * 1000, 3),
+        "p99_ms": round(percentile(latencies, 99) * 1000, 3),
+        "statuses": dict(sorted(result.statuses.items())),
+        "errors": dict(sorted(result.errors.items())),
+    }
+    if result.server_cpu_s is not None and latencies:
+        out["server_cpu_s"] = round(result.server_cpu_s, 3)
+        out["server_cpu_us_per_answer"] = round(result.server_cpu_s / len(latencies) * 1e6, 1)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", required=True, help="coordinator base URL")
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=10.0, help="measured window")
+    parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured lead-in, seconds")
+    parser.add_argument("--requests", type=int, help="send exactly this many, then stop")
+    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight")
+    parser.add_argument("--processes", type=int, default=1, help="client processes")
+    parser.add_argument("--server-pid", type=int, help="also measure this process's CPU time")
+    auth = parser.add_mutually_exclusive_group()
+    auth.add_argument("--token-file", type=Path, help="one bearer token for every node")
+    auth.add_argument("--node-tokens", type=Path, help='JSON {"node": "token"} per node')
+    args = parser.parse_args(argv)
+    if min(args.nodes, args.concurrency, args.processes, args.requests or 1) < 1:
+        parser.error("--nodes, --concurrency, --processes and --requests must be positive")
+    if args.seconds <= 0 or args.warmup < 0:
+        parser.error("--seconds must be positive and --warmup not negative")
+    token = None
+    if args.token_file:
+        token = args.token_file.read_text(encoding="utf-8").strip()
+    node_tokens = None
+    if args.node_tokens:
+        node_tokens = json.loads(args.node_tokens.read_text(encoding="utf-8"))
+    plan = Plan(
+        url=args.url,
+        nodes=args.nodes,
+        seconds=args.seconds,
+        concurrency=args.concurrency,
+        warmup_s=args.warmup,
+        requests=args.requests,
+        token=token,
+        node_tokens=node_tokens,
+        server_pid=args.server_pid,
+    )
+    print(json.dumps(summary(run(plan, args.processes))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
