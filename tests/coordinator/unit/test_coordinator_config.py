@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.config import build, load_file
+from common.errors import ConfigError
+from coordinator.config import CoordinatorSettings
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_defaults_and_overrides():
+    settings = build(
+        CoordinatorSettings, {"policy": {"name": "fgd"}, "signals": {"report_ttl_s": 30}}
+    )
+    assert settings.policy.name == "fgd"
+    assert settings.signals.report_ttl_s == 30.0
+    assert settings.signals.contiguity_threshold_b == 512 * 2**20  # the seed's default
+    assert settings.signals.cpu_utilization_threshold_pct == 95.0
+    assert settings.ingest.max_body_b == 2**20
+
+
+@pytest.mark.parametrize(
+    ("data", "names"),
+    [
+        ({"polcy": {}}, "polcy"),
+        ({"signals": {"report_ttl_s": "soon"}}, "signals.report_ttl_s"),
+        ({"signals": {"report_ttl_s": -1}}, "signals.report_ttl_s"),
+        (
+            {"signals": {"cpu_utilization_threshold_pct": 150}},
+            "signals.cpu_utilization_threshold_pct",
+        ),
+        ({"ingest": {"auth": "magic"}}, "ingest.auth"),
+        ({"publisher": {"heartbeat_s": 0}}, "publisher.heartbeat_s"),
+        ({"leader": {"lease_duration_s": 5}}, "leader"),
+        ({"listen": "nowhere"}, "listen"),
+        ({"kube": {"namespace": 7}}, "kube.namespace"),
+        ({"publisher": {"enabled": "yes"}}, "publisher.enabled"),
+        ({"policy": []}, "policy"),
+    ],
+)
+def test_bad_settings_name_the_key(data, names):
+    with pytest.raises(ConfigError) as info:
+        build(CoordinatorSettings, data)
+    assert names in str(info.value)
+
+
+def test_a_bad_config_file_exits_2_naming_the_key(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("signals:\n  report_ttl_s: forever\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.main", "coordinator", "--config", str(config)],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "signals.report_ttl_s" in result.stderr and str(config) in result.stderr
+    config.write_text("policy: {name: nosuch}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.main", "coordinator", "--config", str(config)],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert result.returncode == 2 and "nosuch" in result.stderr
+
+
+def test_load_file_rejects_invalid_yaml(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("a: [1,\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_file(CoordinatorSettings, path)
+    assert load_file(CoordinatorSettings, None) == CoordinatorSettings()
