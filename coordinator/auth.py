@@ -10,11 +10,12 @@
   are refused: a node may only report for itself, and nothing else says which node a
   caller runs on.
 
-An authenticator answers an :class:`Identity` or None (refused: 401). When it cannot
+An authenticator answers a :class:`Caller` (an ``Identity``) or None (refused: 401). When it cannot
 decide because the API server is unreachable or failing (connection refused, timeout,
-429, 5xx) it raises :class:`AuthUnavailableError` (503): the agent retries with backoff,
-and nobody is let in meanwhile. Other API errors (403: the coordinator lacks ``create``
-on ``tokenreviews``) also refuse the caller, and are logged.
+TLS failure, 429, 5xx, an unreadable answer) it raises :class:`AuthUnavailableError`
+(503): the agent retries with backoff, and nobody new is let in meanwhile. Other API
+errors (403: the coordinator lacks ``create`` on ``tokenreviews``) refuse the caller
+(401) and are logged; they are no verdict on the token, so they are not cached.
 
 Raw tokens are never logged, and never kept: caches are keyed by the token's SHA-256.
 """
@@ -182,6 +183,9 @@ class TokenReviewAuth:
         except (urllib3.exceptions.HTTPError, OSError) as e:
             self._error(f"API server unreachable: {type(e).__name__}")
             raise AuthUnavailableError(f"API server unreachable ({type(e).__name__})") from e
+        except ValueError as e:  # an answer the client cannot read: no verdict either
+            self._error(f"TokenReview answer unreadable: {type(e).__name__}")
+            raise AuthUnavailableError("API server answered something unreadable") from e
         if self._last_error is not None:
             log.info("TokenReview works again")
             self._last_error = None

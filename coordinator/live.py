@@ -11,11 +11,13 @@ only the changed node's version, so the engine rescoring stays incremental.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import compress, repeat
+from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from common.clock import Clock
 from common.schema import NodeReport
@@ -69,12 +71,21 @@ class LiveCluster:
         self.policy = policy or registry.build_policy(settings.policy.name, settings.policy.args)
         self.specs: dict[str, NodeSpec] = {}
         self.held: dict[str, Held] = {}  # pod uid -> what it holds
+        self.unplaced: dict[str, tuple[str, PodRequest]] = {}
+        """Pods bound to a node not (yet) known, by uid: the node and what they request.
+        The Node and Pod watches are independent, so a pod can arrive before its node
+        (at start, or when a node object registers again); it counts once the node does."""
         self.signals: dict[str, NodeSignals] = {}
-        self.reports: dict[str, NodeReport] = {}
+        self.last_report_at: dict[str, float] = {}
+        """When each node's latest report was measured. Only what the report means (its
+        signals) is kept, not the report: 10,000 decoded reports hold most of a GiB."""
+        self.last_seq: dict[str, int] = {}
+        """The ``seq`` of each node's latest report (agents count from 1 when they start)."""
         self.pods: dict[str, PodRequest] = {}
         """Every non-terminal pod the API server has, bound or pending, by ``ns/name``."""
         self.state: ClusterState | None = None
         self.engine: Engine | None = None
+        self._row_memo = _RowMemo()
 
     # ------------------------------------------------------------------ nodes
 
@@ -93,9 +104,10 @@ class LiveCluster:
     def remove_node(self, name: str) -> None:
         if self.specs.pop(name, None) is not None:
             self.signals.pop(name, None)
-            self.reports.pop(name, None)
+            self.last_report_at.pop(name, None)
+            self.last_seq.pop(name, None)
             for uid in [u for u, h in self.held.items() if h.node == name]:
-                del self.held[uid]
+                self._unplace(uid, self.held.pop(uid))
             self._rebuild()
 
     def replace_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
@@ -110,7 +122,8 @@ class LiveCluster:
             specs[spec.name] = spec
         if specs != self.specs:
             self.specs = specs
-            self.held = {u: h for u, h in self.held.items() if h.node in specs}
+            for uid in [u for u, h in self.held.items() if h.node not in specs]:
+                self._unplace(uid, self.held.pop(uid))
             self._rebuild()
 
     # ------------------------------------------------------------------- pods
@@ -124,6 +137,7 @@ class LiveCluster:
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
         node = (pod.get("spec") or {}).get("nodeName")
         current = self.held.get(uid)
+        self.unplaced.pop(uid, None)
         if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
             self.pods.pop(key, None)
             if current is not None:
@@ -140,6 +154,8 @@ class LiveCluster:
         if not node or node not in self.specs:
             if current is not None and current.assumed_until is None:
                 self._release(uid)
+            if node:
+                self.unplaced[uid] = (node, request)
             return
         if current is not None:
             if current.node == node and current.assumed_until is None:
@@ -151,6 +167,7 @@ class LiveCluster:
         meta = pod.get("metadata") or {}
         self.pods.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", None)
         uid = meta.get("uid")
+        self.unplaced.pop(uid, None)
         if uid in self.held:
             self._release(uid)
 
@@ -161,8 +178,13 @@ class LiveCluster:
         for uid in [u for u, h in self.held.items() if h.assumed_until is None]:
             if uid not in listed:
                 self._release(uid)
-        self.pods.clear()
+        previous, self.pods = self.pods, {}
+        self.unplaced.clear()
         for pod in pods:
+            meta = pod.get("metadata") or {}
+            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+            if key in previous:  # not a first sight: the policy learnt it already
+                self.pods[key] = previous[key]
             self.upsert_pod(pod)
 
     def assume(self, uid: str, request: PodRequest, node: str) -> None:
@@ -176,15 +198,21 @@ class LiveCluster:
 
     # ---------------------------------------------------------------- reports
 
-    def apply_report(self, report: NodeReport) -> None:
-        """Take a validated report's signals for its node (which must be known)."""
+    def apply_report(self, report: NodeReport) -> bool:
+        """Take a validated report's signals for its node (which must be known). A report
+        measured before the one already applied arrived late (a retry overtaken by a newer
+        report): it is ignored, and False returned."""
         if report.node not in self.specs:
             raise KeyError(report.node)
-        self.reports[report.node] = report
+        if report.measured_at < self.last_report_at.get(report.node, float("-inf")):
+            return False
+        self.last_report_at[report.node] = report.measured_at
+        self.last_seq[report.node] = report.seq
         signals = signals_of(report)
         self.signals[report.node] = signals
         if self.state is not None:
             self.state.set_signals(self.state.index[report.node], self._effective(signals))
+        return True
 
     def expire(self) -> list[str]:
         """Forget stale reports and lapsed assumptions; return nodes that became unknown."""
@@ -205,58 +233,84 @@ class LiveCluster:
     # -------------------------------------------------------------- decisions
 
     def filter(self, pod: PodRequest, names: Iterable[str]) -> FilterResult:
-        result = FilterResult()
+        """Which of ``names`` can take the pod: ``passing`` lists the names we do not know
+        (nothing known against them), then the known ones that pass, each in the order
+        given; the others map to why not, by name, in ``failed`` or ``unresolvable``.
+
+        Vectorised over the nodes: the Python work per name is a lookup and a copy."""
         names = list(names)
-        known = [n for n in names if n in self.specs]
-        result.passing.extend(n for n in names if n not in self.specs)  # nothing known against
-        if not known or self.state is None:
-            return result
         state = self.state
-        index = np.array([state.index[n] for n in known], dtype=np.int64)
-        refused = livefilters.rejections(state, pod, index, self.settings.signals)
+        if state is None:
+            return FilterResult(passing=names)
+        rows, known = self._rows(state, names)
+        if not known.any():
+            return FilterResult(passing=names)
+        known_names = list(compress(names, known.tolist()))
+        index = rows[known]
+        found = livefilters.refusals(state, pod, index, self.settings.signals)
         admitted = self._engine().policy.admit(state, pod, np.ones(len(state), dtype=bool))
-        for name, i in zip(known, index.tolist(), strict=True):
-            if i in refused:
-                target = result.unresolvable if refused[i].unresolvable else result.failed
-                target[name] = refused[i].reason
-            elif not admitted[i]:
-                result.failed[name] = "kept free for the node's GPU pods (CPU-only pod)"
-            else:
-                result.passing.append(name)
-        return result
+        refused, reason = found.refused, found.reasons
+        kept = ~refused & ~admitted[index]
+        reason[kept] = "kept free for the node's GPU pods (CPU-only pod)"
+        unresolvable = found.unresolvable
+        failed = (refused & ~unresolvable) | kept
+        passing = ~(refused | kept)
+        return FilterResult(
+            passing=list(compress(names, (~known).tolist()))
+            + list(compress(known_names, passing.tolist())),
+            failed=_by_name(known_names, failed, reason),
+            unresolvable=_by_name(known_names, unresolvable, reason),
+        )
 
     def prioritize(self, pod: PodRequest, names: Iterable[str]) -> dict[str, int]:
         """0–10 per node: 10 for the node the policy would pick, the rest scaled below it."""
         names = list(names)
-        scores = dict.fromkeys(names, 0)
-        known = [n for n in names if n in self.specs]
-        if not known or self.state is None:
-            return scores
-        engine = self._engine()
+        return dict(zip(names, self.prioritize_each(pod, names), strict=True))
+
+    def prioritize_each(self, pod: PodRequest, names: Sequence[str]) -> list[int]:
+        """:meth:`prioritize`'s score of each of ``names``, in the order given (a name given
+        twice scores twice); 0 for a name we do not know or a node the pod cannot take.
+
+        Vectorised over the nodes: best and worst are over the nodes given, the best node
+        is the first of the tied best in node rank, and the others score
+        ``⌊9 · (score − worst) / (best − worst)⌋`` (9 when all tie)."""
+        out = [0] * len(names)
         state = self.state
-        index = np.array([state.index[n] for n in known], dtype=np.int64)
+        if state is None:
+            return out
+        rows, known = self._rows(state, names)
+        if not known.any():
+            return out
+        engine = self._engine()
         candidates = np.zeros(len(state), dtype=bool)
-        candidates[index] = True
+        candidates[rows[known]] = True
         candidates &= engine.policy.admit(state, pod, engine.feasible(pod))
         if not candidates.any():
-            return scores
+            return out
         with self.metrics.policy_seconds.labels(engine.policy.name).time():
             raw = engine.scores(pod, candidates)
         best = np.nanmax(raw)
         worst = np.nanmin(raw)
         tied = np.flatnonzero(raw == best)
         first = int(tied[np.argmin(engine.rank[tied])])
-        for name, i in zip(known, index.tolist(), strict=True):
-            value = raw[i]
-            if np.isnan(value):
-                continue
-            if i == first:
-                scores[name] = MAX_EXTENDER_SCORE
-            elif best > worst:
-                scores[name] = int((MAX_EXTENDER_SCORE - 1) * (value - worst) / (best - worst))
-            else:
-                scores[name] = MAX_EXTENDER_SCORE - 1
-        return scores
+        scored = np.flatnonzero(~np.isnan(raw))
+        scaled = np.zeros(len(state) + 1, dtype=np.int64)  # the last row: names not known
+        if best > worst:
+            with np.errstate(invalid="ignore", over="ignore"):
+                values = (MAX_EXTENDER_SCORE - 1) * (raw[scored] - worst) / (best - worst)
+                if not np.isfinite(values[scored != first]).all():  # from infinite scores
+                    raise ValueError(f"policy {engine.policy.name}: scores cannot be scaled")
+                scaled[scored] = values.astype(np.int64)  # as int(): towards zero (>= 0)
+        else:
+            scaled[scored] = MAX_EXTENDER_SCORE - 1
+        scaled[first] = MAX_EXTENDER_SCORE
+        each: list[int] = scaled[rows].tolist()
+        return each
+
+    def _rows(self, state: ClusterState, names: Sequence[str]) -> _Rows:
+        """Each name's row in ``state`` (-1 for a node we do not know), and which are known
+        (both read-only)."""
+        return self._row_memo.rows(state, names)
 
     def explain(self, pod: PodRequest, name: str) -> dict[str, Any]:
         if name not in self.specs or self.state is None:
@@ -303,6 +357,17 @@ class LiveCluster:
         self.engine = Engine(state, self.policy)  # rank = name order: stable across replicas
         for uid, h in held.items():
             self._hold(uid, h.node, h.request, h.assumed_until)
+        for uid, (node, request) in list(self.unplaced.items()):
+            if node in state.index:  # its node is known now
+                del self.unplaced[uid]
+                if uid in self.held:  # assumed elsewhere: the API server's word wins
+                    self._release(uid)
+                self._hold(uid, node, request, assumed_until=None)
+
+    def _unplace(self, uid: str, held: Held) -> None:
+        """A pod whose node went away: bound ones wait for it to return, assumed ones go."""
+        if held.assumed_until is None:
+            self.unplaced[uid] = (held.node, held.request)
 
     def _hold(self, uid: str, node: str, request: PodRequest, assumed_until: float | None) -> None:
         """Take a pod's resources from its node, as much as is there: the API server's word
@@ -329,3 +394,48 @@ class LiveCluster:
         self.state.release(
             Placement(i, held.devices), held.cpu_m, held.mem_b, milli, held.request.tag
         )
+
+
+_Rows = tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]
+"""A name list's rows (-1 for names not known) and which names are known."""
+
+
+class _RowMemo:
+    """Rows of the last few long name lists offered, for the current cluster state.
+
+    kube-scheduler offers the same list again and again (every feasible node, in the same
+    order, pod after pod), and comparing a list with the one seen before costs a tenth of
+    looking every name up."""
+
+    SIZE: Final = 4
+    SHORTEST: Final = 256
+    """Shorter lists are looked up afresh (Volcano's predicate offers one node a call)."""
+
+    def __init__(self) -> None:
+        self.state: ClusterState | None = None
+        self.lists: dict[tuple[int, str, str], tuple[list[str], _Rows]] = {}
+
+    def rows(self, state: ClusterState, names: Sequence[str]) -> _Rows:
+        if state is not self.state:  # rebuilt: rows moved
+            self.state, self.lists = state, {}
+        key = (len(names), names[0], names[-1]) if len(names) >= self.SHORTEST else None
+        if key is not None and key in self.lists:
+            seen, rows = self.lists[key]
+            if seen == names:
+                return rows
+        count = len(names)
+        index = np.fromiter(map(state.index.get, names, repeat(-1, count)), np.int64, count)
+        known = index >= 0
+        index.flags.writeable = known.flags.writeable = False
+        if key is not None:
+            if key not in self.lists and len(self.lists) >= self.SIZE:
+                del self.lists[next(iter(self.lists))]  # the oldest
+            self.lists[key] = (list(names), (index, known))
+        return index, known
+
+
+def _by_name(
+    names: Sequence[str], chosen: npt.NDArray[np.bool_], values: npt.NDArray[Any]
+) -> dict[str, Any]:
+    """``{names[k]: values[k]}`` for the ``k`` chosen, in order."""
+    return dict(zip(compress(names, chosen.tolist()), values[chosen].tolist(), strict=True))

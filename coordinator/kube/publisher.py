@@ -63,11 +63,9 @@ def summarize(cluster: LiveCluster, name: str, now: float) -> Summary:
         ann.FULLNESS: ann.value({k: f"{v:.1f}" for k, v in fullness.items()}, now)
     }
     signals = cluster.signals.get(name)
-    report = cluster.reports.get(name)
+    last = cluster.last_report_at.get(name)
     if signals is None:
-        since = (
-            f"no report since {ann.timestamp(report.measured_at)}" if report else "no report yet"
-        )
+        since = f"no report since {ann.timestamp(last)}" if last is not None else "no report yet"
         values.update({ann.CONTIGUITY: None, ann.PRESSURE: None, ann.DIRECTIVES: None})
         values[ann.STATE] = f"stale: {since};at={ann.timestamp(now)}"
         return Summary(values, numbers, "stale")
@@ -123,7 +121,11 @@ class Publisher:
     async def run(self) -> None:
         last = time.monotonic()
         while True:
-            await self._leader.wait()
+            if not self._leader.is_set():
+                # Another replica may lead meanwhile and write its own values: a new term
+                # trusts nothing this one wrote before, so every node is written afresh.
+                self._published.clear()
+                await self._leader.wait()
             now_mono = time.monotonic()
             self._tokens = min(
                 self._settings.max_patches_per_s,

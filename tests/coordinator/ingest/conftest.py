@@ -95,7 +95,8 @@ class IngestRig:
         assert state is not None
         return (
             dict(self.cluster.signals),
-            dict(self.cluster.reports),
+            dict(self.cluster.last_report_at),
+            dict(self.cluster.last_seq),
             state.version.tolist(),
             state.measured_at.tobytes(),
             state.cpu_pressure_pct.tobytes(),

@@ -67,6 +67,7 @@ class FakeApiServer:
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     fail_with: int | None = None
     hang: asyncio.Event | None = None
+    garble: bool = False
     requests: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[str | None] = field(default_factory=list)
 
@@ -76,6 +77,8 @@ class FakeApiServer:
         self.authorizations.append(request.headers.get("Authorization"))
         if self.hang is not None:
             await self.hang.wait()
+        if self.garble:
+            return web.json_response({"kind": "TokenReview", "status": {}}, status=201)
         if self.fail_with is not None:
             status = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "no"}
             return web.json_response(status, status=self.fail_with)
@@ -335,6 +338,14 @@ async def test_api_refusing_the_coordinator_fails_closed_and_is_not_cached(
     assert await auth.authenticate("agent-token-a") is not None
 
 
+async def test_an_unreadable_answer_is_unavailable(
+    make_auth: MakeAuth, api_server: FakeApiServer
+) -> None:
+    api_server.garble = True  # no spec: the client refuses to build a V1TokenReview
+    with pytest.raises(AuthUnavailableError, match="unreadable"):
+        await make_auth().authenticate("agent-token-a")
+
+
 async def test_a_review_that_takes_too_long_is_unavailable(
     make_auth: MakeAuth, api_server: FakeApiServer
 ) -> None:
@@ -383,7 +394,7 @@ async def test_ingest_with_token_review(
 
     assert [r.status for r in (ok, mismatch, unbound, again)] == [200, 403, 401, 200]
     assert api_server.tokens_reviewed() == ["agent-token-a", "agent-token-b", "unbound-token"]
-    assert rig.cluster.reports["node-a"].seq == 2
+    assert rig.cluster.last_seq["node-a"] == 2
 
 
 async def test_ingest_answers_503_while_the_api_server_is_down(

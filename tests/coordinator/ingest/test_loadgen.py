@@ -84,7 +84,7 @@ async def test_each_node_counts_its_seq_up(make_rig: MakeRig) -> None:
 
     await loadgen.run_client(plan)
 
-    assert [rig.cluster.reports[n].seq for n in NAMES] == [2] * 5 + [1] * 5
+    assert [rig.cluster.last_seq[n] for n in NAMES] == [2] * 5 + [1] * 5
 
 
 async def test_refusals_are_counted_by_status(make_rig: MakeRig) -> None:
