@@ -141,6 +141,8 @@ class LeaderSettings:
             renew_deadline_s=self.renew_deadline_s,
             retry_period_s=self.retry_period_s,
         )
+        if self.lease_duration_s < 1:
+            raise ConfigError("leader.lease_duration_s: at least 1 (a Lease counts whole seconds)")
         if not self.lease_duration_s > self.renew_deadline_s > self.retry_period_s * 1.2:
             raise ConfigError(
                 "leader: need lease_duration_s > renew_deadline_s > 1.2 × retry_period_s"
