@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 from agent import metrics as agent_metrics
 from agent import registry
 from agent.collectors.base import Collector, Runner
+from agent.fanout import FanOutReporter
 from agent.hostpaths import HostPaths
 from agent.metrics import AgentMetrics
 from agent.reporter import Reporter
@@ -96,7 +97,7 @@ def write_report(report: NodeReport, output: str, out: BinaryIO) -> None:
 
 async def run_loop(
     agent: Agent,
-    reporter: Reporter,
+    reporter: Reporter | FanOutReporter,
     rng: random.Random,
     metrics_at: tuple[str, int] | None = None,
 ) -> int:
@@ -143,6 +144,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--coordinator", metavar="URL", help="coordinator base URL (loop mode)")
     add("--token-file", help="bearer token file for the coordinator (re-read on every send)")
     add("--ca-file", help="CA bundle for an https coordinator")
+    add(
+        "--fan-out",
+        action="store_true",
+        help="report to every address the coordinator name resolves to (all replicas)",
+    )
     add(
         "--node-name",
         default=os.environ.get("NODE_NAME") or socket.gethostname(),
@@ -195,7 +201,10 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             timeout_s=0.8 * args.collector_timeout,
         ),
         reporter=ReporterSettings(
-            coordinator_url=args.coordinator, token_file=args.token_file, ca_file=args.ca_file
+            coordinator_url=args.coordinator,
+            token_file=args.token_file,
+            ca_file=args.ca_file,
+            fan_out=args.fan_out,
         ),
     )
 
@@ -227,7 +236,11 @@ def main(args: argparse.Namespace) -> int:
             report = asyncio.run(collect_once(agent, args.sample_window))
             write_report(report, args.output, sys.stdout.buffer)
             return 0
-        reporter = Reporter(settings.reporter, metrics=metrics, clock=clock)
+        reporter: Reporter | FanOutReporter
+        if settings.reporter.fan_out:
+            reporter = FanOutReporter(settings.reporter, metrics=metrics, clock=clock)
+        else:
+            reporter = Reporter(settings.reporter, metrics=metrics, clock=clock)
         return asyncio.run(run_loop(agent, reporter, random.Random(), metrics_at))
     finally:
         agent.close()

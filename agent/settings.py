@@ -64,6 +64,9 @@ class ReporterSettings:
     """Capped so a node rejoins within a minute of the coordinator coming back."""
     ca_file: str | None = None
     """CA bundle for an https coordinator; None uses the system store."""
+    fan_out: bool = False
+    """Send every report to every address the coordinator's host name resolves to (a
+    headless Service: every replica), so all replicas hold every node's signals."""
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout_s", "total_timeout_s", "backoff_initial_s", "backoff_max_s"):
