@@ -237,7 +237,8 @@ class LiveCluster:
         (nothing known against them), then the known ones that pass, each in the order
         given; the others map to why not, by name, in ``failed`` or ``unresolvable``.
 
-        Vectorised over the nodes: the Python work per name is a lookup and a copy."""
+        Vectorised over the nodes: per name, Python only finds its row (or compares it with
+        the list offered last time) and copies it into the answer."""
         names = list(names)
         state = self.state
         if state is None:
@@ -271,8 +272,8 @@ class LiveCluster:
         """:meth:`prioritize`'s score of each of ``names``, in the order given (a name given
         twice scores twice); 0 for a name we do not know or a node the pod cannot take.
 
-        Vectorised over the nodes: best and worst are over the nodes given, the best node
-        is the first of the tied best in node rank, and the others score
+        Vectorised over the nodes: among the nodes given that can take the pod, the first
+        of the best-scoring in node rank gets 10 and the others
         ``⌊9 · (score − worst) / (best − worst)⌋`` (9 when all tie)."""
         out = [0] * len(names)
         state = self.state

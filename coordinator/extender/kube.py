@@ -50,6 +50,8 @@ PREFIX: Final = "/scheduler"
 MAX_BODY_B: Final = 16 * MIB
 """Nodes mode sends every candidate Node (a few KiB each; 100–1,000 per call in large
 clusters, where kube-scheduler stops after ``numFeasibleNodesToFind``)."""
+HOST_PRIORITIES: Final = web.AppKey("host_priorities", wire.HostPriorityWriter)
+"""This app's writer of prioritize replies (it remembers the last long list of names)."""
 
 
 @endpoint("filter")
@@ -58,12 +60,17 @@ async def filter_nodes(request: web.Request, services: Services) -> web.Response
     pod = request_of(args.pod, services.settings)
     _learn(services, args)
     result = services.cluster.filter(pod, args.names)
-    passing = set(result.passing)
     if args.nodes is not None:
+        passing = set(result.passing)
         items = [node for node, name in zip(args.nodes, args.names, strict=True) if name in passing]
         return json_reply(wire.filter_reply([], result.failed, result.unresolvable, items))
-    names = [name for name in args.names if name in passing]  # in the order offered
-    return json_reply(wire.filter_reply(names, result.failed, result.unresolvable))
+    if len(result.passing) == len(args.names):  # one entry per name offered that passes
+        names = args.names
+    else:
+        passing = set(result.passing)
+        names = [name for name in args.names if name in passing]  # in the order offered
+    reply = wire.filter_reply_json(names, result.failed, result.unresolvable)
+    return web.json_response(text=reply)
 
 
 @endpoint("prioritize")
@@ -71,12 +78,12 @@ async def prioritize_nodes(request: web.Request, services: Services) -> web.Resp
     args = wire.decode_extender_args(await read_json(request, MAX_BODY_B))
     pod = request_of(args.pod, services.settings)
     _learn(services, args)
-    scores = services.cluster.prioritize(pod, args.names)
-    reply = json_reply(wire.host_priorities((name, scores[name]) for name in args.names))
-    chosen = [name for name, score in scores.items() if score == wire.MAX_EXTENDER_SCORE]
+    scores = services.cluster.prioritize_each(pod, args.names)
+    reply = web.json_response(text=request.app[HOST_PRIORITIES].write(args.names, scores))
     uid = (args.pod.get("metadata") or {}).get("uid")
-    if chosen and isinstance(uid, str) and uid:
-        services.cluster.assume(uid, pod, chosen[0])
+    if wire.MAX_EXTENDER_SCORE in scores and isinstance(uid, str) and uid:
+        chosen = args.names[scores.index(wire.MAX_EXTENDER_SCORE)]
+        services.cluster.assume(uid, pod, chosen)
     return reply
 
 
@@ -96,6 +103,7 @@ async def preempt(request: web.Request, services: Services) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
+    app[HOST_PRIORITIES] = wire.HostPriorityWriter()
     app.router.add_post(f"{PREFIX}/filter", filter_nodes)
     app.router.add_post(f"{PREFIX}/prioritize", prioritize_nodes)
     app.router.add_post(f"{PREFIX}/preempt", preempt)

@@ -15,9 +15,9 @@ A node with no fresh report has unknown signals: only capacity applies to it.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -43,68 +43,173 @@ def rejections(
     nodes: npt.NDArray[np.int64],
     settings: SignalSettings,
 ) -> dict[int, Rejection]:
-    """Node index → why it cannot take the pod, for the nodes in ``nodes`` that cannot."""
-    out: dict[int, Rejection] = {}
-    mem_free = state.mem_free_effective() if settings.true_allocatable else state.mem_free
-    for i in nodes.tolist():
-        rejection = _capacity(state, i, pod, int(mem_free[i])) or _live(state, i, pod, settings)
-        if rejection is not None:
-            out[i] = rejection
-    return out
-
-
-def _capacity(state: ClusterState, i: int, pod: PodRequest, mem_free: int) -> Rejection | None:
-    if pod.gpus:
-        model = state.models[state.model_id[i]]
-        if pod.gpu_models and model not in pod.gpu_models:
-            wanted = ", ".join(sorted(pod.gpu_models))
-            return Rejection(f"GPU model {model or 'none'} is not one of {wanted}", True)
-        if state.gpu_count[i] < pod.gpus:
-            return Rejection(f"{state.gpu_count[i]} GPUs on the node < {pod.gpus} requested", True)
-        room = int((state.gpu_free[i] >= pod.gpu_milli).sum())
-        if room < pod.gpus:
-            return Rejection(
-                f"{room} GPUs with {pod.gpu_milli} milli free < {pod.gpus} requested", False
-            )
-    cpu_free = int(state.cpu_free[i])
-    if cpu_free < pod.cpu_m:
-        return Rejection(f"CPU {cpu_free}m free < {pod.cpu_m}m requested", False)
-    if mem_free < pod.mem_b:
-        return Rejection(
-            f"memory {_mib(max(0, mem_free))} free < {_mib(pod.mem_b)} requested", False
+    """Node index → why it cannot take the pod, for the nodes in ``nodes`` that cannot (in
+    the order of ``nodes``)."""
+    nodes = np.asarray(nodes, dtype=np.int64)
+    found = refusals(state, pod, nodes, settings)
+    at = np.flatnonzero(found.refused)
+    return {
+        i: Rejection(reason, unresolvable)
+        for i, reason, unresolvable in zip(
+            nodes[at].tolist(),
+            found.reasons[at].tolist(),
+            found.unresolvable[at].tolist(),
+            strict=True,
         )
-    return None
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Refusals:
+    """Per node of those judged, in their order: whether it cannot take the pod, and why."""
+
+    refused: npt.NDArray[np.bool_]
+    reasons: npt.NDArray[np.object_]
+    """The reason (a str) where refused, None elsewhere."""
+    unresolvable: npt.NDArray[np.bool_]
+    """Refused, and evicting pods would not help."""
+
+
+def refusals(
+    state: ClusterState,
+    pod: PodRequest,
+    nodes: npt.NDArray[np.int64],
+    settings: SignalSettings,
+) -> Refusals:
+    """:func:`rejections` as arrays over ``nodes``, for judging thousands of nodes at once.
+
+    Every check runs over all the nodes at once; a node's reason is that of the first
+    check it fails, in the order above. A GPU pod in a big cluster fails most nodes on the
+    same few counts, so each reason is written once per distinct value it names (a GPU
+    count, a model, the free CPU …) and shared by the nodes naming it."""
+    nodes = np.asarray(nodes, dtype=np.int64)
+    checks = _capacity(state, pod, nodes, settings) + _live(state, pod, nodes, settings)
+    first = np.zeros(len(nodes), dtype=np.int64)  # 0: passes; k: fails check k first
+    for k in range(len(checks), 0, -1):
+        first[checks[k - 1].fails] = k
+    reasons = np.empty(len(nodes), dtype=object)
+    unresolvable = np.zeros(len(nodes), dtype=bool)
+    for k, check in enumerate(checks, start=1):
+        at = np.flatnonzero(first == k)
+        if len(at):
+            named = check.named[at].tolist()
+            memo = {value: check.reason(value) for value in set(named)}
+            reasons[at] = np.fromiter(map(memo.__getitem__, named), dtype=object, count=len(at))
+            unresolvable[at] = check.unresolvable
+    return Refusals(refused=first > 0, reasons=reasons, unresolvable=unresolvable)
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    """One check over many nodes."""
+
+    fails: npt.NDArray[np.bool_]
+    named: npt.NDArray[Any]
+    """Per node, the value its reason names (a plain number once read out)."""
+    reason: Callable[[Any], str]
+    """The reason naming a value."""
+    unresolvable: bool = False
+
+
+def _capacity(
+    state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64], settings: SignalSettings
+) -> list[_Check]:
+    checks = []
+    if pod.gpus:
+        if pod.gpu_models:
+            wanted = ", ".join(sorted(pod.gpu_models))
+            allowed = np.array([m in pod.gpu_models for m in state.models], dtype=bool)
+            model_id = state.model_id[nodes]
+            checks.append(
+                _Check(
+                    ~allowed[model_id],
+                    model_id,
+                    lambda m: f"GPU model {state.models[m] or 'none'} is not one of {wanted}",
+                    unresolvable=True,
+                )
+            )
+        count = state.gpu_count[nodes]
+        checks.append(
+            _Check(
+                count < pod.gpus,
+                count,
+                lambda c: f"{c} GPUs on the node < {pod.gpus} requested",
+                unresolvable=True,
+            )
+        )
+        room = (state.gpu_free[nodes] >= pod.gpu_milli).sum(axis=1)
+        checks.append(
+            _Check(
+                room < pod.gpus,
+                room,
+                lambda r: f"{r} GPUs with {pod.gpu_milli} milli free < {pod.gpus} requested",
+            )
+        )
+    cpu_free = state.cpu_free[nodes]
+    checks.append(
+        _Check(
+            cpu_free < pod.cpu_m,
+            cpu_free,
+            lambda c: f"CPU {c}m free < {pod.cpu_m}m requested",
+        )
+    )
+    mem_free = (state.mem_free_effective() if settings.true_allocatable else state.mem_free)[nodes]
+    checks.append(
+        _Check(
+            mem_free < pod.mem_b,
+            mem_free,
+            lambda m: f"memory {_mib(max(0, m))} free < {_mib(pod.mem_b)} requested",
+        )
+    )
+    return checks
 
 
 def _live(
-    state: ClusterState, i: int, pod: PodRequest, settings: SignalSettings
-) -> Rejection | None:
+    state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64], settings: SignalSettings
+) -> list[_Check]:
+    checks = []
     if pod.contiguous_b:
-        contiguous = int(state.contiguous_2mib_b[i])
+        contiguous = state.contiguous_2mib_b[nodes]
         need = max(pod.contiguous_b, settings.contiguity_threshold_b)
-        if 0 <= contiguous < need:
-            return Rejection(f"memory contiguity {_mib(contiguous)} < {_mib(need)} needed", False)
+        checks.append(
+            _Check(
+                (contiguous >= 0) & (contiguous < need),  # -1: not measured
+                contiguous,
+                lambda c: f"memory contiguity {_mib(c)} < {_mib(need)} needed",
+            )
+        )
     if pod.batch:
         threshold = settings.cpu_utilization_threshold_pct
-        for label, value in (
-            ("CPU use", float(state.cpu_used_pct[i])),
-            ("CPU pressure", float(state.cpu_pressure_pct[i])),
+        for label, column in (
+            ("CPU use", state.cpu_used_pct),
+            ("CPU pressure", state.cpu_pressure_pct),
         ):
-            if not math.isnan(value) and value > threshold:
-                return Rejection(f"real load: {label} {value:.0f} % > {threshold:g} %", False)
-    if (
-        settings.numa_alignment
-        and pod.numa_aligned
-        and state.topology_policy[i] in ALIGNING_POLICIES
-        and 0 <= state.largest_numa_cpu_m[i] < pod.cpu_m
-    ):
-        cpus = int(state.largest_numa_cpu_m[i]) // 1000
-        return Rejection(
-            f"NUMA: no NUMA node holds {pod.cpu_m // 1000} CPUs (largest has {cpus}); "
-            f"topology manager policy {state.topology_policy[i]}",
-            True,
+            value = column[nodes]
+            checks.append(
+                _Check(
+                    value > threshold,  # NaN (not measured) compares False
+                    value,
+                    lambda v, label=label: f"real load: {label} {v:.0f} % > {threshold:g} %",
+                )
+            )
+    if settings.numa_alignment and pod.numa_aligned:
+        largest = state.largest_numa_cpu_m[nodes]
+        fails = (largest >= 0) & (largest < pod.cpu_m)  # -1: not measured
+        at = np.flatnonzero(fails)
+        fails[at] = [state.topology_policy[i] in ALIGNING_POLICIES for i in nodes[at].tolist()]
+        checks.append(
+            _Check(
+                fails,
+                nodes,
+                lambda i: (
+                    f"NUMA: no NUMA node holds {pod.cpu_m // 1000} CPUs"
+                    f" (largest has {int(state.largest_numa_cpu_m[i]) // 1000});"
+                    f" topology manager policy {state.topology_policy[i]}"
+                ),
+                unresolvable=True,
+            )
         )
-    return None
+    return checks
 
 
 def _mib(b: int) -> str:
