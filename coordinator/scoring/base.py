@@ -109,9 +109,11 @@ class Policy(abc.ABC):
 
     def score_nodes(
         self, state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64] | None:
-        """Scores of many nodes at once, for policies that vectorise; None = per node."""
-        return None
+    ) -> npt.NDArray[np.float64]:
+        """Scores of feasible ``nodes``, in their order: node by node unless the policy
+        knows a faster way (the engine asks for all the nodes a score is missing for)."""
+        scores = (self.score(state, i, pod) for i in nodes.tolist())
+        return np.fromiter(scores, dtype=np.float64, count=len(nodes))
 
     def devices(self, state: ClusterState, i: int, pod: PodRequest) -> tuple[int, ...]:
         """Which GPUs of node ``i`` the pod takes."""

@@ -71,20 +71,15 @@ class Engine:
     def scores(self, pod: PodRequest, feasible: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
         """Scores of the feasible nodes (NaN elsewhere)."""
         nodes = np.flatnonzero(feasible)
-        vector = self.policy.score_nodes(self.state, pod, nodes)
         out = np.full(len(self.state), np.nan)
-        if vector is not None:
-            out[nodes] = vector
-            return out
         key = self.policy.shape_key(pod) if self.cache_scores else None
         if key is None:
-            out[nodes] = [self.policy.score(self.state, int(i), pod) for i in nodes]
+            out[nodes] = self.policy.score_nodes(self.state, pod, nodes)
             return out
         column = self._column_for(key)
-        cached = column[nodes]
-        missing = nodes[np.isnan(cached)]
-        for i in missing.tolist():
-            column[i] = self.policy.score(self.state, i, pod)
+        missing = nodes[np.isnan(column[nodes])]
+        if len(missing):
+            column[missing] = self.policy.score_nodes(self.state, pod, missing)
         out[nodes] = column[nodes]
         return out
 

@@ -28,6 +28,7 @@ points where its GPUs can all talk over NVLink (and loses them where none can).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Hashable, Mapping
@@ -45,6 +46,8 @@ from coordinator.scoring.workload import WorkloadModel
 from coordinator.state.cluster import MILLI_PER_GPU, ClusterState, Placement
 
 NAME: Final = "stowage"
+Links = tuple[tuple[int, ...], ...]
+"""NVLinks between each pair of a node's GPUs."""
 _FIRST_RELEARN: Final = 64
 
 
@@ -135,39 +138,85 @@ class Stowage(Policy):
         return (pod.cpu_m, pod.gpus, pod.gpu_milli, pod.gpu_models, pod.contiguous_b)
 
     def score(self, state: ClusterState, i: int, pod: PodRequest) -> float:
-        return float(self._best(state, i, pod)[0]) + sum(self._live(state, i, pod).values())
+        return float(self.score_nodes(state, pod, np.array([i]))[0])
+
+    def score_nodes(
+        self, state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        """The placement score plus the live adjustments, per node of ``nodes``.
+
+        The placement score depends only on a node's free CPU, free milli per device and
+        model, so it is worked out once per distinct state among ``nodes`` (idle nodes of
+        one kind share it); the live adjustments are vectorised. The first scoring of a
+        pod shape in a big cluster is thus a few microseconds a node."""
+        placement = np.empty(len(nodes))
+        memo: dict[tuple[int, tuple[int, ...], int], int] = {}
+        cpus, models = state.cpu_free[nodes].tolist(), state.model_id[nodes].tolist()
+        for k, (i, cpu, model) in enumerate(zip(nodes.tolist(), cpus, models, strict=True)):
+            key = (cpu, state.gpu_tuple(i), model)
+            score = memo.get(key)
+            if score is None:
+                score = memo[key] = self._best(state, i, pod)[0]
+            placement[k] = score
+        live = np.zeros(len(nodes))
+        for part in self._live(state, nodes, pod).values():  # in order, as a sum adds them
+            live += np.where(np.isnan(part), 0.0, part)
+        scores: npt.NDArray[np.float64] = placement + live
+        return scores
 
     def devices(self, state: ClusterState, i: int, pod: PodRequest) -> tuple[int, ...]:
         if pod.sharing:
             return (self._best(state, i, pod)[1],)
-        free = [int(d) for d in np.flatnonzero(state.gpu_free[i] >= pod.gpu_milli)]
+        free = tuple(int(d) for d in np.flatnonzero(state.gpu_free[i] >= pod.gpu_milli))
         links = state.gpu_links[i]
         if links is None or pod.gpus < 2:
-            return tuple(free[: pod.gpus])
+            return free[: pod.gpus]
         return best_linked(free, pod.gpus, links)
 
-    def _live(self, state: ClusterState, i: int, pod: PodRequest) -> dict[str, float]:
-        """Score adjustments from live signals; empty where nothing is known."""
-        out: dict[str, float] = {}
-        readings = (float(state.cpu_pressure_pct[i]), float(state.memory_pressure_pct[i]))
-        pressure = max((p for p in readings if not math.isnan(p)), default=-1.0)
+    def _live(
+        self, state: ClusterState, nodes: npt.NDArray[np.int64], pod: PodRequest
+    ) -> dict[str, npt.NDArray[np.float64]]:
+        """Score adjustments from live signals, per node of ``nodes``: each part that
+        applies to some of them, NaN for the others (nothing known, or nothing to say)."""
+        out: dict[str, npt.NDArray[np.float64]] = {}
+        # The higher of the two stall shares; NaN only where neither was measured.
+        pressure = np.fmax(state.cpu_pressure_pct[nodes], state.memory_pressure_pct[nodes])
         threshold = self.args.pressure_threshold_pct
-        if pressure > threshold:
-            share = (min(pressure, 100.0) - threshold) / (100.0 - threshold)
-            out["pressure_points"] = -self.args.pressure_points * share
-        contiguous = int(state.contiguous_2mib_b[i])
-        if pod.contiguous_b and 0 <= contiguous < pod.contiguous_b:
-            out["contiguity_points"] = -self.args.contiguity_points
-        links = state.gpu_links[i]
-        if links is not None and pod.gpus >= 2:
-            chosen = self.devices(state, i, pod)
-            pairs = [(a, b) for k, a in enumerate(chosen) for b in chosen[k + 1 :]]
-            linked = sum(1 for a, b in pairs if links[a][b] > 0)
-            if linked == len(pairs):
-                out["nvlink_points"] = self.args.nvlink_points
-            elif linked == 0:
-                out["nvlink_points"] = -self.args.nvlink_points
+        hot = pressure > threshold  # False where NaN
+        if hot.any():
+            share = (np.minimum(pressure, 100.0) - threshold) / (100.0 - threshold)
+            out["pressure_points"] = np.where(hot, -self.args.pressure_points * share, np.nan)
+        if pod.contiguous_b:
+            contiguous = state.contiguous_2mib_b[nodes]
+            short = (contiguous >= 0) & (contiguous < pod.contiguous_b)  # -1: not measured
+            if short.any():
+                out["contiguity_points"] = np.where(short, -self.args.contiguity_points, np.nan)
+        if pod.gpus >= 2:
+            links = state.gpu_links
+            linked = [(k, i) for k, i in enumerate(nodes.tolist()) if links[i] is not None]
+            if linked:
+                out["nvlink_points"] = points = np.full(len(nodes), np.nan)
+                memo: dict[tuple[tuple[int, ...], Links], float] = {}  # nodes alike
+                for k, i in linked:
+                    key = (state.gpu_tuple(i), links[i])
+                    value = memo.get(key)
+                    if value is None:
+                        value = memo[key] = self._nvlink_points(state, i, pod)
+                    points[k] = value
         return out
+
+    def _nvlink_points(self, state: ClusterState, i: int, pod: PodRequest) -> float:
+        """+points where the pod's GPUs would all share NVLink, −points where none would."""
+        links = state.gpu_links[i]
+        assert links is not None
+        chosen = self.devices(state, i, pod)
+        pairs = [(a, b) for k, a in enumerate(chosen) for b in chosen[k + 1 :]]
+        linked = sum(1 for a, b in pairs if links[a][b] > 0)
+        if linked == len(pairs):
+            return self.args.nvlink_points
+        if linked == 0:
+            return -self.args.nvlink_points
+        return math.nan
 
     def explain(self, state: ClusterState, i: int, pod: PodRequest) -> Mapping[str, float]:
         gpus, cpu, model = state.gpu_tuple(i), int(state.cpu_free[i]), _model(state, i)
@@ -188,7 +237,11 @@ class Stowage(Policy):
             - frag_before
             + self.args.stranding_weight * (stranded_after - stranded_before),
             "placement_score": float(score),
-            **self._live(state, i, pod),
+            **{
+                part: float(values[0])
+                for part, values in self._live(state, np.array([i]), pod).items()
+                if not np.isnan(values[0])
+            },
             NAME: self.score(state, i, pod),
         }
 
@@ -230,8 +283,12 @@ def _model(state: ClusterState, i: int) -> str:
     return state.models[state.model_id[i]]
 
 
-def best_linked(free: list[int], count: int, links: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
-    """The ``count`` free devices with the most NVLinks among them (lowest indices on ties)."""
+@functools.lru_cache(maxsize=4096)
+def best_linked(free: tuple[int, ...], count: int, links: Links) -> tuple[int, ...]:
+    """The ``count`` free devices with the most NVLinks among them (lowest indices on ties).
+
+    Memoised: nodes of one kind have the same link matrix and the same few sets of free
+    devices, and trying every combination of 4 of 8 devices is 70 × 6 lookups."""
     best: tuple[int, ...] = tuple(free[:count])
     best_links = -1
     for combo in itertools.combinations(free, count):
