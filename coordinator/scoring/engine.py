@@ -19,6 +19,10 @@ from coordinator.scoring.base import PodRequest, Policy
 from coordinator.state.cluster import ClusterState, Placement
 
 _INITIAL_COLUMNS = 64
+MAX_CACHED_SHAPES = 256
+"""Pod shapes whose scores are kept (a column of one float per node each); past this the
+least recently used shape's column is reused. A trace has about 90 shapes; a live
+cluster's shapes come and go, and must not grow the cache for ever."""
 
 
 class Engine:
@@ -85,14 +89,17 @@ class Engine:
 
     def _column_for(self, key: Hashable) -> npt.NDArray[np.float64]:
         self._drop_stale()
-        j = self._columns.get(key)
+        j = self._columns.pop(key, None)  # put back last: the dict is in order of use
         if j is None:
             j = len(self._columns)
-            if j == self._cache.shape[1]:
-                grown = np.full((len(self.state), 2 * j), np.nan)
+            if j == self._cache.shape[1] and j >= MAX_CACHED_SHAPES:
+                j = self._columns.pop(next(iter(self._columns)))  # the least recently used
+                self._cache[:, j] = np.nan
+            elif j == self._cache.shape[1]:
+                grown = np.full((len(self.state), min(2 * j, MAX_CACHED_SHAPES)), np.nan)
                 grown[:, :j] = self._cache
                 self._cache = grown
-            self._columns[key] = j
+        self._columns[key] = j
         column: npt.NDArray[np.float64] = self._cache[:, j]
         return column
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring import engine as engine_module
 from coordinator.scoring.engine import Engine
 from coordinator.scoring.policies.best_fit import BestFit
 from coordinator.scoring.registry import PolicyContext, build_policy
@@ -189,6 +190,28 @@ def test_many_shapes_grow_the_cache_without_mixing_them_up():
     for p in shapes:
         expected = [policy.score(state, i, p) for i in range(2)]
         assert engine.scores(p, engine.feasible(p)).tolist() == expected
+
+
+def test_the_cache_keeps_the_most_recently_used_shapes_and_no_more():
+    state = four_nodes()
+    policy = Scripted({0: 1.0, 1: 2.0, 2: 3.0, 3: 0.0})
+    engine = Engine(state, policy)
+    limit = engine_module.MAX_CACHED_SHAPES
+    shapes = [pod(1 + k) for k in range(limit + 1)]  # a shape key per cpu_m
+    for p in shapes[:limit]:
+        engine.scores(p, engine.feasible(p))
+    engine.scores(shapes[0], engine.feasible(shapes[0]))  # used again: now the newest
+    policy.calls.clear()
+    engine.scores(shapes[limit], engine.feasible(shapes[limit]))  # one too many
+    assert sorted(policy.calls) == [0, 1, 2, 3]
+    assert engine._cache.shape[1] == limit  # no wider: a column was reused
+    policy.calls.clear()
+    engine.scores(shapes[0], engine.feasible(shapes[0]))  # kept
+    assert policy.calls == []
+    engine.scores(shapes[1], engine.feasible(shapes[1]))  # the least recently used: gone
+    assert sorted(policy.calls) == [0, 1, 2, 3]
+    for p in (shapes[0], shapes[1], shapes[limit]):  # nothing mixed up in the reused slot
+        assert engine.scores(p, engine.feasible(p)).tolist() == [1.0, 2.0, 3.0, 0.0]
 
 
 @pytest.mark.parametrize(
