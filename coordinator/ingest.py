@@ -13,7 +13,7 @@ in ``stowage_reports{outcome=...}`` and changes no state:
 401   unauthenticated       no bearer token, or one the authenticator refuses
 503   auth_unavailable      the token cannot be checked now (API server unreachable)
 400   invalid               not msgpack, or not a valid report; the message names the
-                            field (``psi.system.cpu.some.avg10_pct: nan is not …``)
+                            field (``psi.system.cpu.some.avg10_pct: expected …``)
 403   node_mismatch         the token belongs to another node than the report's
 409   unknown_node          the report's node is not (yet) among the cluster's Nodes
 ====  ====================  =========================================================

@@ -20,13 +20,14 @@ Why it is shaped this way:
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import importlib
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
+
+import msgspec
 
 from agent.collectors.base import CollectorError, NoData
 from agent.settings import AgentSettings
@@ -472,7 +473,7 @@ def _with_health(dev: GpuDevice, probe: _Probe, extra: list[str]) -> GpuDevice:
         warn.append("retired-pages-pending")
     health = "unhealthy" if bad else "degraded" if warn else "ok"
     reasons = (bad + warn + probe.reasons + extra)[:_MAX_REASONS]
-    return dataclasses.replace(dev, health=health, health_reasons=reasons)
+    return msgspec.structs.replace(dev, health=health, health_reasons=reasons)
 
 
 def _handle_key(handle: Any) -> int | None:

@@ -23,7 +23,7 @@ from agent import cgroups
 from agent.collectors.base import CollectorError, NoData, read_optional
 from agent.settings import AgentSettings
 from common.clock import Clock
-from common.schema import Absent, PsiGroup, PsiLine, PsiResource, PsiSection
+from common.schema import Absent, PsiGroup, PsiLine, PsiResource, PsiSection, is_absent
 
 NAME: Final = "psi"
 RESOURCES: Final = ("cpu", "memory", "io", "irq")
@@ -81,7 +81,7 @@ class PsiCollector:
         interval = None if self._prev.at is None else now - self._prev.at
         totals: dict[tuple[str, str, str], int] = {}
         system = self._group("system", self._pressure_dir, "{}", interval, totals, system=True)
-        if isinstance(system.cpu, Absent) and isinstance(system.memory, Absent):
+        if is_absent(system.cpu) and is_absent(system.memory):
             raise CollectorError(f"{self._pressure_dir}: no readable pressure file")
         cgroups_part = self._cgroups(interval, totals)
         self._prev = _Previous(at=now, totals=totals)

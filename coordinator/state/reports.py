@@ -16,6 +16,7 @@ from common.schema import (
     PsiResource,
     PsiSection,
     UsageSection,
+    is_absent,
 )
 from coordinator.state.signals import NodeSignals
 
@@ -28,10 +29,10 @@ def signals_of(report: NodeReport) -> NodeSignals:
     gpus = report.gpus if isinstance(report.gpus, GpuSection) else None
     usage = report.usage if isinstance(report.usage, UsageSection) else None
     cpu_used = float("nan")
-    if usage is not None and not hasattr(usage.cpu, "reason"):
+    if usage is not None and not is_absent(usage.cpu):
         cpu_used = usage.cpu.used_pct  # type: ignore[union-attr]
     topology = None
-    if allocatable is not None and not hasattr(allocatable.kubelet, "reason"):
+    if allocatable is not None and not is_absent(allocatable.kubelet):
         topology = allocatable.kubelet.topology_manager_policy  # type: ignore[union-attr]
     return NodeSignals(
         measured_at=report.measured_at,

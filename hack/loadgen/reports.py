@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
-import msgpack
 import psutil
+from msgspec import structs
 
 from common import codec
 from common.schema import (
@@ -240,8 +240,8 @@ def _allocatable(now: float) -> AllocatableSection:
             driver="systemd",
             kubepods=kubepods,
             qos={
-                "burstable": replace(kubepods, path=f"{root}/kubepods-burstable.slice"),
-                "besteffort": replace(
+                "burstable": structs.replace(kubepods, path=f"{root}/kubepods-burstable.slice"),
+                "besteffort": structs.replace(
                     kubepods, path=f"{root}/kubepods-besteffort.slice", cpu_weight=1
                 ),
             },
@@ -346,7 +346,7 @@ def _pods(now: float, count: int) -> PodsSection:
                 priority=1000 if gpu else 0,
                 priority_class="training-high" if gpu else None,
                 requests=requests,
-                limits=replace(requests, cpu_m=requests.cpu_m * 2),
+                limits=structs.replace(requests, cpu_m=requests.cpu_m * 2),
                 labels={
                     "app.kubernetes.io/name": "trainer" if gpu else "etl",
                     "app.kubernetes.io/instance": f"run-{i // 4}",
@@ -388,41 +388,38 @@ class Bodies:
 
     A report encodes as a msgpack map in field order. Everything after ``measured_at``
     (the sections) is encoded once per variant; per node the header up to ``node`` is
-    packed once; per request only ``seq`` and ``measured_at`` are packed.
+    encoded once; per request only ``seq`` and ``measured_at`` are.
     """
 
     def __init__(self, nodes: Sequence[str], *, now: float = 1_767_225_600.0) -> None:
         self.nodes = list(nodes)
+        # Every map here has under 16 entries, so its msgpack header is one byte (fixmap).
+        fields = NodeReport.__struct_fields__
+        map_header = bytes([0x80 | len(fields)])
         self._sections: list[bytes] = []
         for v in range(VARIANTS):
-            plain = codec.to_plain(build_report("x", now=now, variant=v))
-            rest = {k: plain[k] for k in list(plain)[5:]}
-            self._sections.append(msgpack.packb(rest, use_bin_type=True)[1:])  # no map header
-        packer = msgpack.Packer(use_bin_type=True)
+            report = build_report("x", now=now, variant=v)
+            rest = {name: getattr(report, name) for name in fields[5:]}
+            self._sections.append(codec.encode(rest)[1:])  # without its map header
         self._heads = [
-            packer.pack_map_header(12)
-            + packer.pack("schema_version")
-            + packer.pack(SCHEMA_VERSION)
-            + packer.pack("node")
-            + packer.pack(name)
-            + packer.pack("agent_version")
-            + packer.pack(AGENT_VERSION)
+            map_header
+            + codec.encode(
+                {"schema_version": SCHEMA_VERSION, "node": name, "agent_version": AGENT_VERSION}
+            )[1:]
             for name in self.nodes
         ]
-        self._seq_key = packer.pack("seq")
-        self._at_key = packer.pack("measured_at")
-        self._packer = packer
+        self._seq_key = codec.encode("seq")
+        self._at_key = codec.encode("measured_at")
 
     def body(self, i: int, seq: int, measured_at: float) -> bytes:
         """The encoded report of node ``i`` with this ``seq`` and ``measured_at``."""
-        p = self._packer
         return b"".join(
             (
                 self._heads[i],
                 self._seq_key,
-                p.pack(seq),
+                codec.encode(seq),
                 self._at_key,
-                p.pack(float(measured_at)),
+                codec.encode(float(measured_at)),
                 self._sections[i % VARIANTS],
             )
         )

@@ -15,7 +15,7 @@ def test_every_collector_module_is_registered_and_fills_its_section():
     modules = {p.stem for p in directory.glob("*.py")} - {"__init__", "base"}
     assert set(registry.COLLECTORS) == modules
     assert tuple(registry.COLLECTORS) == SECTIONS
-    assert set(SECTIONS) <= set(NodeReport.__dataclass_fields__)
+    assert set(SECTIONS) <= set(NodeReport.__struct_fields__)
 
 
 def test_select_is_strict_and_keeps_report_order():

@@ -12,12 +12,13 @@ import logging
 import random
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
+from msgspec import structs
 
 from agent import reporter
 from agent.metrics import AgentMetrics
@@ -534,7 +535,7 @@ async def test_unexpected_error_costs_one_report_not_delivery(
 ) -> None:
     coord = Coordinator()
     rep = await make_reporter(await serve(aiohttp_server, coord))
-    rep.offer(replace(make_report(1), psi=object()))  # type: ignore[arg-type]
+    rep.offer(structs.replace(make_report(1), psi=object()))  # type: ignore[arg-type]
     await eventually(lambda: any(r.levelno == logging.ERROR for r in caplog.records))
     rep.offer(make_report(2))
     await eventually(lambda: sample(metrics, "reports_sent") == 1)

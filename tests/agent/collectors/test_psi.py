@@ -7,7 +7,7 @@ import pytest
 from agent.collectors import psi
 from agent.collectors.base import NoData
 from common import codec
-from common.schema import Absent, PsiGroup, PsiResource
+from common.schema import PsiGroup, PsiResource, is_absent
 from tests.hosts import FIXTURES, host_paths
 
 
@@ -74,7 +74,7 @@ def test_cgroupfs_driver_paths_are_found(clock):
     burstable = section.cgroups["burstable"]
     assert burstable.path.endswith("sys/fs/cgroup/kubepods/burstable")
     assert burstable.memory.some.avg10_pct == 2.10
-    assert isinstance(burstable.irq, Absent)
+    assert is_absent(burstable.irq)
 
 
 def test_rates_come_from_total_deltas(host_copy, clock):
@@ -125,8 +125,8 @@ def test_cgroup_v1_has_no_per_cgroup_psi(host_copy, clock):
             "full avg10=0.00 avg60=0.00 avg300=0.00 total=1\n"
         )
     section = _collector(root, clock).collect()
-    assert isinstance(section.cgroups, Absent)
-    assert section.cgroups.reason.startswith("cgroup-v1")
+    assert is_absent(section.cgroups)
+    assert section.cgroups.startswith("cgroup-v1")
 
 
 def test_garbage_in_one_file_makes_only_that_resource_absent(host_copy, clock):
@@ -134,8 +134,8 @@ def test_garbage_in_one_file_makes_only_that_resource_absent(host_copy, clock):
     (root / "proc" / "pressure" / "memory").write_text("some avg10=banana\n")
     section = _collector(root, clock).collect()
     codec.validate(section)
-    assert isinstance(section.system.memory, Absent)
-    assert "memory" in section.system.memory.reason
+    assert is_absent(section.system.memory)
+    assert "memory" in section.system.memory
     assert section.system.cpu.some.total_us == 1_845_220_114
 
 
@@ -146,7 +146,7 @@ def test_unreadable_cgroup_pressure_file_is_absent(host_copy, clock):
     io.mkdir()  # reading a directory fails like an unreadable file does
     section = _collector(root, clock).collect()
     burstable = section.cgroups["burstable"]
-    assert isinstance(burstable.io, Absent) and burstable.io.reason.startswith("error:")
+    assert is_absent(burstable.io) and burstable.io.startswith("error:")
     assert burstable.cpu.some.avg10_pct == 6.10
 
 
@@ -170,4 +170,4 @@ def test_real_proc_pressure_agrees_with_an_independent_read(clock):
         if resource != "cpu":
             assert before[resource]["full"] <= reported.full.total_us <= after[resource]["full"]
     irq_exists = Path("/proc/pressure/irq").exists()
-    assert isinstance(section.system.irq, Absent) != irq_exists
+    assert is_absent(section.system.irq) != irq_exists

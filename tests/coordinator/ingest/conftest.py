@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
+import msgspec
 import pytest
 from aiohttp import ClientResponse, web
 from aiohttp.test_utils import TestClient
@@ -57,8 +57,7 @@ def plain(report: NodeReport) -> dict[str, Any]:
 
 
 def pack(data: Any) -> bytes:
-    packed: bytes = msgpack.packb(data, use_bin_type=True)
-    return packed
+    return msgspec.msgpack.encode(data)
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import msgpack
+import msgspec
 
 from coordinator import ingest
 from hack.kubeapi.resources import PODS
@@ -156,7 +156,7 @@ async def test_refused_reports_change_nothing(api: rig.RecordingKubeApi, start: 
         (rig.node_report("worker-2", free_2mib_b=GIB), None, 401, "unauthenticated"),
         (rig.node_report("worker-2", free_2mib_b=GIB), "not-a-token", 401, "unauthenticated"),
         (b"\xc1\xc1\xc1", w2, 400, "invalid"),
-        (msgpack.packb({"schema_version": 1, "node": "worker-2"}), w2, 400, "invalid"),
+        (msgspec.msgpack.encode({"schema_version": 1, "node": "worker-2"}), w2, 400, "invalid"),
     ]
     for body, token, status, outcome in cases:
         got, reply = await c.report(body, token)
