@@ -266,16 +266,16 @@ class LiveCluster:
     def prioritize(self, pod: PodRequest, names: Iterable[str]) -> dict[str, int]:
         """0–10 per node: 10 for the node the policy would pick, the rest scaled below it."""
         names = list(names)
-        return dict(zip(names, self.prioritize_each(pod, names), strict=True))
+        return dict(zip(names, self.prioritize_each(pod, names).tolist(), strict=True))
 
-    def prioritize_each(self, pod: PodRequest, names: Sequence[str]) -> list[int]:
+    def prioritize_each(self, pod: PodRequest, names: Sequence[str]) -> npt.NDArray[np.int64]:
         """:meth:`prioritize`'s score of each of ``names``, in the order given (a name given
         twice scores twice); 0 for a name we do not know or a node the pod cannot take.
 
         Vectorised over the nodes: among the nodes given that can take the pod, the first
         of the best-scoring in node rank gets 10 and the others
         ``⌊9 · (score − worst) / (best − worst)⌋`` (9 when all tie)."""
-        out = [0] * len(names)
+        out = np.zeros(len(names), dtype=np.int64)
         state = self.state
         if state is None:
             return out
@@ -305,7 +305,7 @@ class LiveCluster:
         else:
             scaled[scored] = MAX_EXTENDER_SCORE - 1
         scaled[first] = MAX_EXTENDER_SCORE
-        each: list[int] = scaled[rows].tolist()
+        each: npt.NDArray[np.int64] = scaled[rows]
         return each
 
     def _rows(self, state: ClusterState, names: Sequence[str]) -> _Rows:

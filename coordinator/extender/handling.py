@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from coordinator.config import CoordinatorSettings
-from coordinator.extender.wire import WireError, error_body, parse_json
+from coordinator.extender.wire import WireError, error_body, parse_json, to_json
 from coordinator.live import LiveCluster
 from coordinator.scoring.base import PodRequest
 from coordinator.services import SERVICES, Services
@@ -49,7 +49,7 @@ def endpoint(verb: str) -> Callable[[Handler], Callable[[web.Request], Awaitable
                     return await handler(request, services)
                 except WireError as e:
                     log.info("%s %s: %s", verb, e.status, e)
-                    return web.json_response(error_body(str(e)), status=e.status)
+                    return json_reply(error_body(str(e)), status=e.status)
 
         return run
 
@@ -58,6 +58,11 @@ def endpoint(verb: str) -> Callable[[Handler], Callable[[web.Request], Awaitable
 
 async def read_json(request: web.Request, limit_b: int) -> Any:
     """The request's JSON body, refusing (413) anything over ``limit_b`` bytes."""
+    return parse_json(await read_body(request, limit_b))
+
+
+async def read_body(request: web.Request, limit_b: int) -> bytes:
+    """The request's body, refusing (413) anything over ``limit_b`` bytes."""
     too_large = WireError(f"body larger than {limit_b} bytes", status=413)
     if request.content_length is not None and request.content_length > limit_b:
         raise too_large
@@ -68,7 +73,7 @@ async def read_json(request: web.Request, limit_b: int) -> Any:
         if size > limit_b:
             raise too_large
         chunks.append(chunk)
-    return parse_json(b"".join(chunks))
+    return b"".join(chunks)
 
 
 def request_of(pod: Mapping[str, Any], settings: CoordinatorSettings) -> PodRequest:
@@ -109,5 +114,10 @@ def learn_nodes(cluster: LiveCluster, nodes: Sequence[Mapping[str, Any]]) -> Non
     cluster.upsert_nodes(nodes)
 
 
-def json_reply(body: Any) -> web.Response:
-    return web.json_response(body)
+def json_reply(body: Any, status: int = 200) -> web.Response:
+    return json_bytes_reply(to_json(body), status)
+
+
+def json_bytes_reply(body: bytes, status: int = 200) -> web.Response:
+    """An answer whose JSON is already written."""
+    return web.Response(body=body, status=status, content_type="application/json")

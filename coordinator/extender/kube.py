@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import Final
 
+import numpy as np
 from aiohttp import web
 
 from coordinator.extender import wire
@@ -39,8 +40,10 @@ from coordinator.extender.handling import (
     MIB,
     checked_nodes,
     endpoint,
+    json_bytes_reply,
     json_reply,
     learn_nodes,
+    read_body,
     read_json,
     request_of,
 )
@@ -50,13 +53,15 @@ PREFIX: Final = "/scheduler"
 MAX_BODY_B: Final = 16 * MIB
 """Nodes mode sends every candidate Node (a few KiB each; 100–1,000 per call in large
 clusters, where kube-scheduler stops after ``numFeasibleNodesToFind``)."""
+ARGS_READER: Final = web.AppKey("extender_args_reader", wire.ExtenderArgsReader)
+"""This app's reader of filter and prioritize requests (it remembers the last names)."""
 HOST_PRIORITIES: Final = web.AppKey("host_priorities", wire.HostPriorityWriter)
-"""This app's writer of prioritize replies (it remembers the last long list of names)."""
+"""This app's writer of prioritize replies (it remembers the last list of names)."""
 
 
 @endpoint("filter")
 async def filter_nodes(request: web.Request, services: Services) -> web.Response:
-    args = wire.decode_extender_args(await read_json(request, MAX_BODY_B))
+    args = request.app[ARGS_READER].read(await read_body(request, MAX_BODY_B))
     pod = request_of(args.pod, services.settings)
     _learn(services, args)
     result = services.cluster.filter(pod, args.names)
@@ -69,21 +74,20 @@ async def filter_nodes(request: web.Request, services: Services) -> web.Response
     else:
         passing = set(result.passing)
         names = [name for name in args.names if name in passing]  # in the order offered
-    reply = wire.filter_reply_json(names, result.failed, result.unresolvable)
-    return web.json_response(text=reply)
+    return json_reply(wire.filter_reply(names, result.failed, result.unresolvable))
 
 
 @endpoint("prioritize")
 async def prioritize_nodes(request: web.Request, services: Services) -> web.Response:
-    args = wire.decode_extender_args(await read_json(request, MAX_BODY_B))
+    args = request.app[ARGS_READER].read(await read_body(request, MAX_BODY_B))
     pod = request_of(args.pod, services.settings)
     _learn(services, args)
     scores = services.cluster.prioritize_each(pod, args.names)
-    reply = web.json_response(text=request.app[HOST_PRIORITIES].write(args.names, scores))
+    reply = json_bytes_reply(request.app[HOST_PRIORITIES].write(args.names, scores))
     uid = (args.pod.get("metadata") or {}).get("uid")
-    if wire.MAX_EXTENDER_SCORE in scores and isinstance(uid, str) and uid:
-        chosen = args.names[scores.index(wire.MAX_EXTENDER_SCORE)]
-        services.cluster.assume(uid, pod, chosen)
+    top = np.flatnonzero(scores == wire.MAX_EXTENDER_SCORE)
+    if len(top) and isinstance(uid, str) and uid:
+        services.cluster.assume(uid, pod, args.names[int(top[0])])
     return reply
 
 
@@ -103,6 +107,7 @@ async def preempt(request: web.Request, services: Services) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
+    app[ARGS_READER] = wire.ExtenderArgsReader()
     app[HOST_PRIORITIES] = wire.HostPriorityWriter()
     app.router.add_post(f"{PREFIX}/filter", filter_nodes)
     app.router.add_post(f"{PREFIX}/prioritize", prioritize_nodes)

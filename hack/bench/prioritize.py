@@ -28,10 +28,12 @@ Reported per verb, in milliseconds:
 * **floor**: ``json.loads`` of the same request body plus ``json.dumps`` of the same
   answer, with the standard library alone, measured in the same run (in this process,
   best of three, no garbage collection) — what any Python extender taking and giving this
-  JSON pays before doing anything.
+  JSON pays before doing anything;
+* **msgspec floor**: the same with msgspec, the JSON library the coordinator uses — a
+  stricter baseline, shown next to it.
 
 Targets (checked at 5,000 nodes): warm server-side prioritize at most 3x the floor, and
-warm end-to-end prioritize p99 at most 10 ms.
+end-to-end prioritize p99 at most 10 ms, over the warm calls and over all calls.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Final
 
+import msgspec
 from aiohttp import web
 
 from common.clock import SystemClock
@@ -368,6 +371,7 @@ class Call:
     new_shape: bool
     e2e_s: float
     floor_s: float
+    msgspec_floor_s: float
     server_s: float = float("nan")
     """The server's CPU time in the handler."""
     server_wall_s: float = float("nan")
@@ -386,15 +390,24 @@ def post(conn: http.client.HTTPConnection, path: str, body: bytes) -> tuple[floa
 
 
 def floor_s(body: bytes, answer: Any) -> float:
-    """``json.loads`` of the request plus ``json.dumps`` of the answer: the JSON alone, best
-    of three with the garbage collector held off (collections are not the JSON's work)."""
+    """``json.loads`` of the request plus ``json.dumps`` of the answer: the JSON alone."""
+    return best_of_three(lambda: json.dumps(json.loads(body) and answer))
+
+
+def msgspec_floor_s(body: bytes, answer: Any) -> float:
+    """The same with msgspec's decoder and encoder."""
+    return best_of_three(lambda: msgspec.json.encode(msgspec.json.decode(body) and answer))
+
+
+def best_of_three(work: Callable[[], Any]) -> float:
+    """The best of three timings with the garbage collector held off (collections are not
+    the JSON's work)."""
     best = math.inf
     gc.disable()
     try:
         for _ in range(3):
             t0 = time.perf_counter()
-            json.loads(body)
-            json.dumps(answer)
+            work()
             best = min(best, time.perf_counter() - t0)
     finally:
         gc.enable()
@@ -426,7 +439,8 @@ def run_size(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
             for verb in ("filter", "prioritize"):
                 e2e, data = post(conn, PATHS[verb], body)
                 answer = json.loads(data)
-                calls.append(Call(verb, shape.name, new, e2e, floor_s(body, answer)))
+                floors = floor_s(body, answer), msgspec_floor_s(body, answer)
+                calls.append(Call(verb, shape.name, new, e2e, *floors))
                 if verb == "prioritize":
                     top = [h["Host"] for h in answer if h["Score"] == 10]
                     if top:
@@ -461,6 +475,7 @@ def run_size(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
             "first": summary([first]),
             "cold": summary(cold),
             "warm": summary(warm),
+            "all": summary(mine),
         }
     return result
 
@@ -473,6 +488,7 @@ def summary(calls: Sequence[Call]) -> dict[str, Any]:
     server = [c.server_s * 1e3 for c in calls]
     wall = [c.server_wall_s * 1e3 for c in calls]
     floor = [c.floor_s * 1e3 for c in calls]
+    msgspec_floor = [c.msgspec_floor_s * 1e3 for c in calls]
     out = {
         "count": len(calls),
         "e2e_p50_ms": pct(e2e, 50),
@@ -483,10 +499,14 @@ def summary(calls: Sequence[Call]) -> dict[str, Any]:
         "server_wall_p99_ms": pct(wall, 99),
         "floor_p50_ms": pct(floor, 50),
         "floor_p99_ms": pct(floor, 99),
+        "msgspec_floor_p50_ms": pct(msgspec_floor, 50),
     }
     out["server_over_floor_p50"] = round(out["server_p50_ms"] / out["floor_p50_ms"], 2)
     out["e2e_over_floor_p50"] = round(out["e2e_p50_ms"] / out["floor_p50_ms"], 2)
     out["e2e_p99_over_floor_p50"] = round(out["e2e_p99_ms"] / out["floor_p50_ms"], 2)
+    out["server_over_msgspec_floor_p50"] = round(
+        out["server_p50_ms"] / out["msgspec_floor_p50_ms"], 2
+    )
     return out
 
 
@@ -503,13 +523,13 @@ def print_table(results: Sequence[dict[str, Any]]) -> None:
     header = (
         f"{'nodes':>6} {'verb':>10} {'calls':>6} {'n':>4} "
         f"{'e2e p50':>8} {'e2e p99':>8} {'srv p50':>8} {'srv p99':>8} {'wall p50':>8} "
-        f"{'floor':>7} {'srv/fl':>7} {'e2e/fl':>7} {'p99/fl':>7}"
+        f"{'floor':>7} {'srv/fl':>7} {'e2e/fl':>7} {'p99/fl':>7} {'msgspec':>8} {'srv/ms':>7}"
     )
     print(header)
     print("-" * len(header))
     for r in results:
         for verb in PATHS:
-            for phase in ("first", "cold", "warm"):
+            for phase in ("first", "cold", "warm", "all"):
                 s = r[verb][phase]
                 if not s["count"]:
                     continue
@@ -519,12 +539,14 @@ def print_table(results: Sequence[dict[str, Any]]) -> None:
                     f"{s['server_p50_ms']:>8.2f} {s['server_p99_ms']:>8.2f} "
                     f"{s['server_wall_p50_ms']:>8.2f} {s['floor_p50_ms']:>7.2f} "
                     f"{s['server_over_floor_p50']:>7.2f} {s['e2e_over_floor_p50']:>7.2f} "
-                    f"{s['e2e_p99_over_floor_p50']:>7.2f}"
+                    f"{s['e2e_p99_over_floor_p50']:>7.2f} {s['msgspec_floor_p50_ms']:>8.2f}"
+                    f" {s['server_over_msgspec_floor_p50']:>7.2f}"
                 )
     print(
         "ms; first = the run's first call, cold = the first call of each pod shape (no cached"
-        " scores), warm = the rest; srv = server CPU in the handler, wall = its wall time;"
-        " floor = json.loads(request) + json.dumps(answer); x/fl = x over the floor's p50"
+        " scores), warm = the rest, all = every call; srv = server CPU in the handler, wall ="
+        " its wall time; floor = json.loads(request) + json.dumps(answer); x/fl = x over the"
+        " floor's p50; msgspec = the same floor with msgspec; srv/ms = srv over it"
     )
 
 
@@ -532,15 +554,16 @@ def targets(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     at = [r for r in results if r["nodes"] == TARGET_NODES]
     if not at:
         return {}
-    warm = at[0]["prioritize"]["warm"]
+    warm, every = at[0]["prioritize"]["warm"], at[0]["prioritize"]["all"]
     return {
         "nodes": TARGET_NODES,
         "server_over_floor": warm["server_over_floor_p50"],
         "server_over_floor_max": TARGET_SERVER_OVER_FLOOR,
-        "e2e_p99_ms": warm["e2e_p99_ms"],
+        "warm_e2e_p99_ms": warm["e2e_p99_ms"],
+        "all_e2e_p99_ms": every["e2e_p99_ms"],
         "e2e_p99_max_ms": TARGET_P99_MS,
         "met": warm["server_over_floor_p50"] <= TARGET_SERVER_OVER_FLOOR
-        and warm["e2e_p99_ms"] <= TARGET_P99_MS,
+        and max(warm["e2e_p99_ms"], every["e2e_p99_ms"]) <= TARGET_P99_MS,
     }
 
 
@@ -559,8 +582,9 @@ def main(argv: list[str] | None = None) -> int:
     if goal:
         print(
             f"at {TARGET_NODES} nodes, warm prioritize: server {goal['server_over_floor']}x the"
-            f" floor (target <= {TARGET_SERVER_OVER_FLOOR}x), end-to-end p99"
-            f" {goal['e2e_p99_ms']} ms (target <= {TARGET_P99_MS} ms):"
+            f" floor (target <= {TARGET_SERVER_OVER_FLOOR}x); end-to-end p99"
+            f" {goal['warm_e2e_p99_ms']} ms warm, {goal['all_e2e_p99_ms']} ms over all calls"
+            f" (target <= {TARGET_P99_MS} ms):"
             f" {'met' if goal['met'] else 'NOT met'}"
         )
     report = {

@@ -38,9 +38,16 @@ def test_a_small_run_reports_every_verb_and_phase(capsys: pytest.CaptureFixture[
     for verb in ("filter", "prioritize"):
         assert result[verb]["first"]["count"] == 1
         assert result[verb]["cold"]["count"] + result[verb]["warm"]["count"] == 10
+        assert result[verb]["all"]["count"] == 10
         for phase in ("first", "cold"):
             summary = result[verb][phase]
-            for figure in ("e2e_p50_ms", "server_p50_ms", "server_wall_p50_ms", "floor_p50_ms"):
+            for figure in (
+                "e2e_p50_ms",
+                "server_p50_ms",
+                "server_wall_p50_ms",
+                "floor_p50_ms",
+                "msgspec_floor_p50_ms",
+            ):
                 assert summary[figure] > 0, (verb, phase, figure)
     assert result["distinct_nodes_chosen"] >= 1
     assert report["targets"] == {}  # no 5,000-node run

@@ -6,6 +6,7 @@ worked out by hand; see ``MOST_ALLOCATED`` in the conftest."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -141,10 +142,11 @@ async def test_prioritize_scores_every_node_0_to_10_and_assumes_the_pod_on_the_b
     body = {pod_key: pod(), nodes_key: None, names_key: ["node-c", "node-b", "node-a"]}
     resp = await rig.client.post(PRIORITIZE, json=body)
     assert resp.status == 200
-    assert await resp.text() == (
-        '[{"Host": "node-c", "Score": 0}, {"Host": "node-b", "Score": 3}, '
-        '{"Host": "node-a", "Score": 10}]'
-    )
+    assert json.loads(await resp.text(), object_pairs_hook=list) == [  # keys in Go's order
+        [("Host", "node-c"), ("Score", 0)],
+        [("Host", "node-b"), ("Score", 3)],
+        [("Host", "node-a"), ("Score", 10)],
+    ]
     held = rig.cluster.held[POD_UID]
     assert held.node == "node-a"
     assert held.assumed_until == rig.clock.monotonic() + 30.0

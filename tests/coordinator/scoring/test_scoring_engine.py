@@ -7,8 +7,8 @@ from collections.abc import Hashable
 import numpy as np
 import pytest
 
-from coordinator.scoring.base import PodRequest, Policy
 from coordinator.scoring import engine as engine_module
+from coordinator.scoring.base import PodRequest, Policy
 from coordinator.scoring.engine import Engine
 from coordinator.scoring.policies.best_fit import BestFit
 from coordinator.scoring.registry import PolicyContext, build_policy
