@@ -174,6 +174,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--collectors", default="", help="comma list of collectors to run (default: all)")
     add("--disable", default="", help="comma list of collectors to skip")
     add("--pods-source", default="auto", help="auto, apiserver, kubelet or none")
+    add(
+        "--pods-refresh",
+        type=int,
+        default=30,
+        metavar="N",
+        help="send unchanged pods whole every N reports, else 'unchanged' (0: every report)",
+    )
     add("--kubeconfig", help="kubeconfig for the pods source (default: in-cluster)")
     add("--kubelet-url", help="kubelet URL for the kubelet pods source")
     add("--kubelet-ca-file", help="CA bundle for the kubelet's certificate")
@@ -205,6 +212,7 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             token_file=args.token_file,
             ca_file=args.ca_file,
             fan_out=args.fan_out,
+            pods_refresh_reports=args.pods_refresh,
         ),
     )
 

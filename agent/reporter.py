@@ -18,6 +18,8 @@ Why it is shaped this way:
 * **Directives are leases.** They expire ``ttl_s`` after receipt (monotonic clock); then
   :meth:`Reporter.current_directives` returns None and the node falls back to its defaults,
   so a lost coordinator never pins a throttle forever.
+* **Pods only when they changed** (:mod:`agent.podsdelta`): most reports carry
+  ``"pods": "unchanged"`` instead of the node's pod list.
 * **Quiet logs.** One line when delivery starts failing, one when the cause changes, one on
   recovery; never one per attempt, and never the token.
 
@@ -41,6 +43,7 @@ from typing import Final
 import aiohttp
 
 from agent.metrics import AgentMetrics
+from agent.podsdelta import PodsDelta
 from agent.settings import ReporterSettings
 from common import codec
 from common.clock import Clock, SystemClock
@@ -114,6 +117,7 @@ class Reporter:
         self._failures = 0
         """Failed attempts in the current streak: drives the backoff and the recovery line."""
         self._last_rejection: int | None = None
+        self._pods = PodsDelta(settings.pods_refresh_reports)
         self.directives: Directives | None = None
         """The latest directives, even past their TTL; readers want :meth:`current_directives`."""
         self.directives_received_at: float | None = None
@@ -183,14 +187,21 @@ class Reporter:
         Raises :class:`ReportError` after counting it (and logging it on a state change).
         Used by :meth:`run` and by the agent's one-shot mode, which calls :meth:`stop` after.
         """
+        sent = self._pods.outgoing(report)
         try:
-            directives = await self._post(report)
+            directives = await self._post(sent)
         except ReportRejectedError as e:
+            self._pods.forget()
             self._rejected(e)
             raise
         except ReportError as e:
+            self._pods.forget()
             self._failed(e)
             raise
+        except BaseException:  # cancelled mid-send: whether it arrived is unknown
+            self._pods.forget()
+            raise
+        self._pods.delivered(report, sent)
         self._metrics.reports_sent.inc()
         self._reachable()
         self._last_rejection = None

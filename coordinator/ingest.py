@@ -81,7 +81,7 @@ def add_routes(app: web.Application) -> None:
 async def handle_report(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     metrics = services.metrics
-    with metrics.request_seconds.labels("report").time():
+    with metrics.report_seconds.time():
         try:
             directives = await ingest(request, services)
         except Refused as r:
@@ -89,7 +89,7 @@ async def handle_report(request: web.Request) -> web.Response:
             log.debug("report refused (%d %s): %s", r.status, r.outcome, r.message)
             headers = {hdrs.WWW_AUTHENTICATE: "Bearer"} if r.status == 401 else None
             return web.json_response({"error": r.message}, status=r.status, headers=headers)
-        metrics.reports.labels("accepted").inc()
+        metrics.reports_accepted.inc()
         return web.Response(body=codec.encode(directives), content_type=CONTENT_TYPE)
 
 

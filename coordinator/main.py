@@ -20,7 +20,7 @@ from common import config as config_loader
 from common.clock import SystemClock
 from common.errors import ConfigError
 from coordinator import app as coordinator_app
-from coordinator import auth
+from coordinator import auth, eventloop
 from coordinator.config import CoordinatorSettings
 from coordinator.kube.client import api_client
 from coordinator.live import LiveCluster
@@ -56,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
 def run(server: Coroutine[Any, Any, None], settings: CoordinatorSettings) -> int:
     """Run ``server`` until Ctrl-C or SIGTERM; exit code 2 on a bad setting or address."""
     try:
-        asyncio.run(server)
+        eventloop.run(server)
     except (KeyboardInterrupt, asyncio.CancelledError):
         pass
     except ConfigError as e:

@@ -28,6 +28,9 @@ class CoordinatorMetrics:
             ["outcome"],
             registry=r,
         )
+        # Resolved once: every report passes through these (a labels() lookup takes a lock).
+        self.report_seconds = self.request_seconds.labels("report")
+        self.reports_accepted = self.reports.labels("accepted")
         self.stale_nodes = Gauge(
             "stowage_stale_nodes",
             "Nodes without a fresh report: their signals are unknown (neutral).",

@@ -10,7 +10,10 @@ Starts, each in its own process on 127.0.0.1:
   node already holding one report (steady state: each report replaces one), and one
   static token per node (or no auth);
 * the load generator (:mod:`hack.loadgen.reports`): full 8-GPU, ~30-pod reports from
-  every node in turn, ``--concurrency`` in flight, as fast as the server answers.
+  every node in turn, ``--concurrency`` in flight, as fast as the server answers — once
+  with the pods section whole in every report (``ingest``), once as agents send in steady
+  state with their default ``--pods-refresh 30``: whole in every 30th report of a node,
+  ``unchanged`` in the others (``ingest-steady``).
 
 Then, as the same-run baseline, the floor: a bare aiohttp handler that reads the same
 bodies and answers 200, under the same load. For each it prints reports/s over the
@@ -40,9 +43,10 @@ from typing import Any
 import psutil
 from aiohttp import web
 
+from agent.settings import ReporterSettings
 from common import codec
 from common.clock import SystemClock
-from coordinator import ingest
+from coordinator import eventloop, ingest
 from coordinator.auth import NoAuth, StaticTokens
 from coordinator.config import CoordinatorSettings, IngestSettings, PolicySettings
 from coordinator.live import LiveCluster
@@ -52,6 +56,7 @@ from hack.loadgen.reports import Bodies, node_name
 
 REPO = Path(__file__).resolve().parents[2]
 TARGET_PER_S = 3000.0
+AGENT_PODS_REFRESH = ReporterSettings().pods_refresh_reports
 
 
 def gpu_node(name: str) -> dict[str, Any]:
@@ -148,10 +153,12 @@ def serve(kind: str, nodes: int, tokens: dict[str, str] | None, conn: Connection
         )
         await runner.cleanup()
 
-    asyncio.run(run())
+    eventloop.run(run())
 
 
-def measure(kind: str, args: argparse.Namespace, tokens: dict[str, str] | None) -> dict[str, Any]:
+def measure(
+    kind: str, args: argparse.Namespace, tokens: dict[str, str] | None, pods_refresh: int = 0
+) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
     server = ctx.Process(target=serve, args=(kind, args.nodes, tokens, child), daemon=True)
@@ -171,6 +178,7 @@ def measure(kind: str, args: argparse.Namespace, tokens: dict[str, str] | None) 
             f"--concurrency={args.concurrency}",
             f"--processes={args.client_processes}",
             f"--server-pid={server.pid}",
+            f"--pods-refresh={pods_refresh}",
         ]
         with tempfile.TemporaryDirectory() as tmp:
             if tokens:
@@ -205,8 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     tokens = None
     if args.auth == "static":
         tokens = {secrets.token_urlsafe(32): node_name(i) for i in range(args.nodes)}
-    runs = {"ingest": measure("ingest", args, tokens)}
-    runs["floor"] = measure("floor", args, None)
+    runs = {
+        "ingest": measure("ingest", args, tokens),
+        "ingest-steady": measure("ingest", args, tokens, pods_refresh=AGENT_PODS_REFRESH),
+        "floor": measure("floor", args, None),
+    }
     summary = {
         "nodes": args.nodes,
         "auth": args.auth,

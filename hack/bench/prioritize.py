@@ -59,6 +59,7 @@ import msgspec
 from aiohttp import web
 
 from common.clock import SystemClock
+from coordinator import eventloop
 from coordinator.app import make_app
 from coordinator.auth import NoAuth
 from coordinator.config import CoordinatorSettings, PolicySettings, SignalSettings
@@ -348,7 +349,7 @@ def serve(nodes: int, bound: int, policy: str, seed: int, ready: Connection) -> 
         ready.send((site._server.sockets[0].getsockname()[1], built_s))  # type: ignore[union-attr]
         await asyncio.Event().wait()
 
-    asyncio.run(run())
+    eventloop.run(run())
 
 
 # ------------------------------------------------------------------- the client

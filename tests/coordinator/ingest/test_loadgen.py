@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from msgspec import structs
 
+from agent.podsdelta import UNCHANGED
 from common import codec
 from common.schema import SECTIONS, GpuSection, NumaSection, PodsSection, is_absent
 from coordinator.auth import StaticTokens
@@ -32,6 +33,15 @@ def test_bodies_are_the_encoded_reports() -> None:
             NAMES[i], seq=seq, now=1_790_000_000.0, variant=i % loadgen.VARIANTS
         )
         assert bodies.body(i, seq, at) == codec.encode(structs.replace(want, measured_at=at))
+
+
+def test_with_a_pods_refresh_the_pods_are_whole_every_nth_report_else_unchanged() -> None:
+    bodies = loadgen.Bodies(NAMES, now=1_790_000_000.0, pods_refresh=3)
+    for seq in range(7):
+        want = loadgen.build_report(NAMES[4], seq=seq, now=1_790_000_000.0, variant=4)
+        if seq % 3:
+            want = structs.replace(want, pods=UNCHANGED)
+        assert bodies.body(4, seq, 5.0) == codec.encode(structs.replace(want, measured_at=5.0))
 
 
 @pytest.mark.parametrize("variant", range(loadgen.VARIANTS))
