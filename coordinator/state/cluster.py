@@ -76,6 +76,12 @@ class ClusterState:
         # Free milli per device as Python tuples, derived from gpu_free and kept in step with
         # it: policies read them far more often than placements change them.
         self._gpu_tuples = [self._row_tuple(i) for i in range(n)]
+        # Each node's placement state (free CPU, free milli per device, model) as a small
+        # integer, equal for nodes in equal states: a policy whose score depends on that
+        # alone scores each distinct state once (idle nodes of a kind, nodes alike).
+        self._state_ids: dict[tuple[int, tuple[int, ...], int], int] = {}
+        self.state_id = np.zeros(n, dtype=np.int64)
+        self._renumber_states()
         # GPU pod kinds per node ("share-gpu", "1-gpu", …): GPU clustering groups by them.
         self.gpu_tags: list[Counter[str]] = [Counter() for _ in range(n)]
         # Live signals, one column each (see coordinator.state.signals); unknown = neutral.
@@ -90,6 +96,8 @@ class ClusterState:
         self.largest_numa_free_mem_b = np.full(n, -1, dtype=np.int64)
         self.topology_policy: list[str] = [""] * n
         self.gpu_links: list[tuple[tuple[int, ...], ...] | None] = [None] * n
+        """Interned: nodes with equal link matrices share one object (see set_signals)."""
+        self._links: dict[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]] = {}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -124,6 +132,7 @@ class ClusterState:
         if tag is not None:
             self.gpu_tags[i][tag] += 1
         self._gpu_tuples[i] = self._row_tuple(i)
+        self._restate(i)
         self.version[i] += 1
 
     def release(
@@ -148,6 +157,7 @@ class ClusterState:
             if not self.gpu_tags[i][tag]:
                 del self.gpu_tags[i][tag]
         self._gpu_tuples[i] = self._row_tuple(i)
+        self._restate(i)
         self.version[i] += 1
 
     def set_signals(self, i: int, signals: NodeSignals) -> None:
@@ -162,7 +172,7 @@ class ClusterState:
         self.largest_numa_cpu_m[i] = signals.largest_numa_cpu_m
         self.largest_numa_free_mem_b[i] = signals.largest_numa_free_mem_b
         self.topology_policy[i] = signals.topology_policy
-        self.gpu_links[i] = signals.gpu_links
+        self.gpu_links[i] = self._interned_links(signals.gpu_links)
         self.version[i] += 1
 
     def expire(self, now: float, ttl_s: float) -> list[int]:
@@ -193,6 +203,30 @@ class ClusterState:
         """Free milli of node i's devices, in device order."""
         return self._gpu_tuples[i]
 
+    def _interned_links(
+        self, links: tuple[tuple[int, ...], ...] | None
+    ) -> tuple[tuple[int, ...], ...] | None:
+        """The one object for this link matrix: nodes of a kind report equal ones, and a
+        policy can then tell them equal by identity instead of comparing 64 numbers."""
+        if links is None:
+            return None
+        if len(self._links) >= 1024:  # not a fleet of a few hardware kinds: keep it small
+            self._links = {}
+        return self._links.setdefault(links, links)
+
+    def _restate(self, i: int) -> None:
+        """Node ``i``'s placement state changed: give it the id of its new state."""
+        if len(self._state_ids) >= 4 * len(self) + 4096:  # states long gone: start afresh
+            self._renumber_states()
+            return
+        key = (int(self.cpu_free[i]), self._gpu_tuples[i], int(self.model_id[i]))
+        self.state_id[i] = self._state_ids.setdefault(key, len(self._state_ids))
+
+    def _renumber_states(self) -> None:
+        self._state_ids = {}
+        for i in range(len(self)):
+            self._restate(i)
+
     def _row_tuple(self, i: int) -> tuple[int, ...]:
         return tuple(int(g) for g in self.gpu_free[i, : self.gpu_count[i]])
 
@@ -204,3 +238,11 @@ class ClusterState:
         assert ((self.gpu_free >= 0) & (self.gpu_free <= MILLI_PER_GPU))[real].all()
         assert (self.gpu_free[~real] == NO_DEVICE).all()
         assert self._gpu_tuples == [self._row_tuple(i) for i in range(len(self))]
+        states = [
+            (int(c), g, int(m))
+            for c, g, m in zip(self.cpu_free, self._gpu_tuples, self.model_id, strict=True)
+        ]
+        state_of: dict[int, tuple[int, tuple[int, ...], int]] = {}
+        for key, sid in zip(states, self.state_id.tolist(), strict=True):
+            assert state_of.setdefault(sid, key) == key, "one state id for two states"
+        assert len(set(states)) == len(state_of), "one state under two ids"

@@ -47,6 +47,7 @@ from agent.settings import ReporterSettings
 from common import codec
 from common.clock import SystemClock
 from coordinator import eventloop, ingest
+from coordinator.app import settle_heap
 from coordinator.auth import NoAuth, StaticTokens
 from coordinator.config import CoordinatorSettings, IngestSettings, PolicySettings
 from coordinator.live import LiveCluster
@@ -95,6 +96,7 @@ def ingest_app(nodes: int, tokens: dict[str, str] | None) -> web.Application:
     app = web.Application(client_max_size=settings.ingest.max_body_b)
     app[SERVICES] = services
     ingest.add_routes(app)
+    settle_heap()  # as the coordinator does once its caches are synced
     return app
 
 

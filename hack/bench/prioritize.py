@@ -60,7 +60,7 @@ from aiohttp import web
 
 from common.clock import SystemClock
 from coordinator import eventloop
-from coordinator.app import make_app
+from coordinator.app import make_app, settle_heap
 from coordinator.auth import NoAuth
 from coordinator.config import CoordinatorSettings, PolicySettings, SignalSettings
 from coordinator.live import LiveCluster
@@ -305,6 +305,7 @@ def build_services(nodes: int, bound: int, policy: str, seed: int) -> Services:
             signals = signals_for(kind, rng, now)
             cluster.signals[name] = signals
             state.set_signals(state.index[name], signals)
+    settle_heap()  # as the coordinator does once its caches are synced
     return Services(
         settings=settings,
         clock=clock,

@@ -4,6 +4,7 @@ up in the live cluster, a watch whose history was compacted relists and converge
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -156,9 +157,14 @@ async def test_readyz_is_503_until_both_caches_synced(
     assert (status, text) == (503, "waiting for the Node and Pod caches\n")
     assert (await c.get("/healthz"))[0] == 200  # alive all the same
 
+    frozen = gc.get_freeze_count()
     pods_listed.set()
     await rig.eventually(lambda: c.services.synced.is_set(), "caches synced")
     assert await c.get("/readyz") == (200, "ready\n")
+    try:  # the synced caches were taken out of the collector's sight, once
+        assert gc.get_freeze_count() > frozen
+    finally:
+        gc.unfreeze()  # this test process lives on
 
 
 async def test_pods_listed_before_their_node_count_once_the_node_arrives(

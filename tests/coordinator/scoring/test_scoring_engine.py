@@ -258,3 +258,14 @@ def test_cached_choice_equals_a_fresh_engine_after_placements(name):
     assert placed > 20
     if name == "stowage":
         assert policy.epoch >= 2  # the model was relearnt mid-run, and the cache kept up
+
+
+def test_state_ids_stay_one_per_distinct_state_through_renumbering():
+    state = cluster((10_000_000, 8 * GIB, 2), (10_000_000, 8 * GIB, 2), (1000, GIB))
+    assert state.state_id[0] == state.state_id[1] != state.state_id[2]  # alike while idle
+    for k in range(5000):  # more states than are remembered: ids are renumbered on the way
+        occupy(state, k % 2, cpu=k + 1)
+        state.check()  # equal ids exactly for equal states
+    assert len(state._state_ids) < 5000
+    state.release(Placement(0, ()), 1, 0, 0, None)
+    state.check()
