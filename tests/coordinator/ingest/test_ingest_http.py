@@ -10,7 +10,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from msgspec import structs
 
+from agent.podsdelta import UNCHANGED
 from common import codec
 from common.schema import (
     SCHEMA_VERSION,
@@ -89,6 +91,21 @@ async def test_accepted_report_sets_the_nodes_signals_and_answers_directives(
     assert math.isnan(state.measured_at[other])
     assert rig.outcomes() == {"accepted": 1}
     assert rig.timed_requests() == 1
+
+
+async def test_a_report_whose_pods_are_unchanged_is_taken_like_any_other(
+    rig: IngestRig,
+) -> None:
+    """Agents say ``"pods": "unchanged"`` between pod changes (agent.podsdelta)."""
+    await accepted(rig)
+    rig.clock.advance(10)
+    report = structs.replace(
+        report_for("node-a", seq=2, variant=5, now=rig.clock.wall()), pods=UNCHANGED
+    )
+    resp = await rig.post(report)
+    assert resp.status == 200, await resp.text()
+    assert rig.cluster.signals["node-a"] == signals_of(report)
+    assert rig.outcomes() == {"accepted": 2}
 
 
 async def test_a_newer_report_replaces_the_last(rig: IngestRig) -> None:
