@@ -315,16 +315,6 @@ def filter_reply(
     }
 
 
-def host_priorities(scores: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
-    """``HostPriorityList``: ``[{"Host": name, "Score": 0..10}, ...]``."""
-    out = []
-    for host, score in scores:
-        if isinstance(score, bool) or not 0 <= int(score) <= MAX_EXTENDER_SCORE:
-            raise ValueError(f"extender score {score!r} for {host} outside 0..10")
-        out.append({"Host": host, "Score": int(score)})
-    return out
-
-
 class HostPriorityWriter:
     """Writes ``HostPriorityList`` for the names offered and their scores, as JSON bytes.
 

@@ -429,7 +429,7 @@ async def test_the_endpoints_answer_what_the_per_node_code_answers(aiohttp_clien
 
         got = await client.post("/scheduler/prioritize", json=body)
         scores = reference_prioritize(reference, request, offer)
-        expected = wire.host_priorities((n, scores[n]) for n in offer)
+        expected = host_priorities((n, scores[n]) for n in offer)
         assert json.loads(await got.text()) == expected
         top = [n for n, s in scores.items() if s == MAX_EXTENDER_SCORE]
         if top:
@@ -443,6 +443,11 @@ def test_prioritize_of_nothing_known_is_all_zero(clock: FakeClock):
     assert cluster.prioritize_each(pod, ["a", "b", "a"]).tolist() == [0, 0, 0]
     assert cluster.prioritize(pod, ["a", "b", "a"]) == {"a": 0, "b": 0}
     assert cluster.filter(pod, ["a", "b"]).passing == ["a", "b"]
+
+
+def host_priorities(scores: Any) -> list[dict[str, Any]]:
+    """``HostPriorityList`` as kube-scheduler reads it, built the plain way."""
+    return [{"Host": host, "Score": int(score)} for host, score in scores]
 
 
 def written(writer: wire.HostPriorityWriter, names: list[str], scores: list[int]) -> Any:
@@ -465,7 +470,7 @@ def test_the_prioritize_reply_reads_as_host_priorities(names: list[str]):
     rng = random.Random(len(names))
     scores = [rng.randint(0, MAX_EXTENDER_SCORE) for _ in names]
     writer = wire.HostPriorityWriter()
-    assert written(writer, names, scores) == wire.host_priorities(zip(names, scores, strict=True))
+    assert written(writer, names, scores) == host_priorities(zip(names, scores, strict=True))
     if names:
         scores[-1] = MAX_EXTENDER_SCORE
         scores[0] = 0
@@ -482,7 +487,7 @@ def test_the_reply_writer_reuses_a_list_of_names_only_when_it_is_the_same():
     for offer in (names, list(names), others, names, names[:-1], names, [], ["a"], names):
         for _ in range(2):
             scores = [rng.randint(0, MAX_EXTENDER_SCORE) for _ in offer]
-            assert written(writer, offer, scores) == wire.host_priorities(
+            assert written(writer, offer, scores) == host_priorities(
                 zip(offer, scores, strict=True)
             )
 

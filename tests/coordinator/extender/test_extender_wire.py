@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from coordinator.extender import wire
@@ -172,13 +173,15 @@ def test_filter_reply_in_nodes_mode_echoes_a_node_list_and_no_names():
     }
 
 
-def test_host_priorities_are_integers_in_0_to_10():
-    assert json.dumps(wire.host_priorities([("a", 10), ("b", 0)])) == (
-        '[{"Host": "a", "Score": 10}, {"Host": "b", "Score": 0}]'
-    )
-    for bad in (11, -1, True):
+def test_host_priorities_are_integers_in_0_to_10_in_gos_key_order():
+    reply = wire.HostPriorityWriter().write(["a", "b"], np.array([10, 0]))
+    assert json.loads(reply, object_pairs_hook=list) == [
+        [("Host", "a"), ("Score", 10)],
+        [("Host", "b"), ("Score", 0)],
+    ]
+    for bad in ([11], [-1], [True]):
         with pytest.raises(ValueError, match="outside 0..10"):
-            wire.host_priorities([("a", bad)])
+            wire.HostPriorityWriter().write(["a"], np.array(bad))
 
 
 def test_preemption_reply_is_always_the_meta_form():
