@@ -188,20 +188,21 @@ class Reporter:
         Used by :meth:`run` and by the agent's one-shot mode, which calls :meth:`stop` after.
         """
         sent = self._pods.outgoing(report)
+        accepted = False
         try:
             directives = await self._post(sent)
+            accepted = True
         except ReportRejectedError as e:
-            self._pods.forget()
             self._rejected(e)
             raise
         except ReportError as e:
-            self._pods.forget()
             self._failed(e)
             raise
-        except BaseException:  # cancelled mid-send: whether it arrived is unknown
-            self._pods.forget()
-            raise
-        self._pods.delivered(report, sent)
+        finally:  # refused, failed or cancelled mid-send: the coordinator may lack the pods
+            if accepted:
+                self._pods.delivered(report, sent)
+            else:
+                self._pods.forget()
         self._metrics.reports_sent.inc()
         self._reachable()
         self._last_rejection = None

@@ -47,6 +47,7 @@ from coordinator.extender.handling import (
     read_json,
     request_of,
 )
+from coordinator.scoring.base import PodRequest
 from coordinator.services import Services
 
 PREFIX: Final = "/scheduler"
@@ -61,9 +62,7 @@ HOST_PRIORITIES: Final = web.AppKey("host_priorities", wire.HostPriorityWriter)
 
 @endpoint("filter")
 async def filter_nodes(request: web.Request, services: Services) -> web.Response:
-    args = request.app[ARGS_READER].read(await read_body(request, MAX_BODY_B))
-    pod = request_of(args.pod, services.settings)
-    _learn(services, args)
+    args, pod = await _read_args(request, services)
     result = services.cluster.filter(pod, args.names)
     if args.nodes is not None:
         passing = set(result.passing)
@@ -79,9 +78,7 @@ async def filter_nodes(request: web.Request, services: Services) -> web.Response
 
 @endpoint("prioritize")
 async def prioritize_nodes(request: web.Request, services: Services) -> web.Response:
-    args = request.app[ARGS_READER].read(await read_body(request, MAX_BODY_B))
-    pod = request_of(args.pod, services.settings)
-    _learn(services, args)
+    args, pod = await _read_args(request, services)
     scores = services.cluster.prioritize_each(pod, args.names)
     reply = json_bytes_reply(request.app[HOST_PRIORITIES].write(args.names, scores))
     uid = (args.pod.get("metadata") or {}).get("uid")
@@ -91,11 +88,17 @@ async def prioritize_nodes(request: web.Request, services: Services) -> web.Resp
     return reply
 
 
-def _learn(services: Services, args: wire.ExtenderArgs) -> None:
-    """Nodes mode: take the offered Node objects (new nodes join, resized ones update)."""
+async def _read_args(
+    request: web.Request, services: Services
+) -> tuple[wire.ExtenderArgs, PodRequest]:
+    """A filter or prioritize request and its pod, checked whole; in Nodes mode the
+    offered Node objects are taken first (new nodes join, resized ones update)."""
+    args = request.app[ARGS_READER].read(await read_body(request, MAX_BODY_B))
+    pod = request_of(args.pod, services.settings)
     if args.nodes is not None:
         placed = [(f"Nodes.items[{i}]", node) for i, node in enumerate(args.nodes)]
         learn_nodes(services.cluster, checked_nodes(placed))
+    return args, pod
 
 
 @endpoint("preempt")

@@ -216,14 +216,13 @@ class ExtenderArgsReader:
         return decode_extender_args(obj)
 
     def _names_of(self, raw: msgspec.Raw) -> Any:
-        text = bytes(raw)
-        if text == self._raw:
+        if memoryview(raw) == self._raw:  # compared in place: no copy of the array's bytes
             return self._names
         try:
-            names = CheckedNames(_NAMES.decode(text))
+            names = CheckedNames(_NAMES.decode(raw))
         except msgspec.ValidationError:  # null, or not all strings: checked and named there
-            return parse_json(text)
-        self._raw, self._names = text, names
+            return parse_json(raw)
+        self._raw, self._names = bytes(raw), names
         return names
 
 

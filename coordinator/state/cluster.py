@@ -21,7 +21,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.state.signals import UNKNOWN, NodeSignals
+from coordinator.state.signals import UNKNOWN, Links, NodeSignals
 
 MILLI_PER_GPU: Final = 1000
 NO_DEVICE: Final = -1
@@ -95,9 +95,9 @@ class ClusterState:
         self.largest_numa_cpu_m = np.full(n, -1, dtype=np.int64)
         self.largest_numa_free_mem_b = np.full(n, -1, dtype=np.int64)
         self.topology_policy: list[str] = [""] * n
-        self.gpu_links: list[tuple[tuple[int, ...], ...] | None] = [None] * n
+        self.gpu_links: list[Links | None] = [None] * n
         """Interned: nodes with equal link matrices share one object (see set_signals)."""
-        self._links: dict[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]] = {}
+        self._links: dict[Links, Links] = {}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -203,9 +203,7 @@ class ClusterState:
         """Free milli of node i's devices, in device order."""
         return self._gpu_tuples[i]
 
-    def _interned_links(
-        self, links: tuple[tuple[int, ...], ...] | None
-    ) -> tuple[tuple[int, ...], ...] | None:
+    def _interned_links(self, links: Links | None) -> Links | None:
         """The one object for this link matrix: nodes of a kind report equal ones, and a
         policy can then tell them equal by identity instead of comparing 64 numbers."""
         if links is None:

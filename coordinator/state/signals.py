@@ -11,6 +11,9 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
+Links = tuple[tuple[int, ...], ...]
+"""NVLinks between each pair of a node's GPUs (row a, column b)."""
+
 
 @dataclass(frozen=True, slots=True)
 class NodeSignals:
@@ -36,7 +39,7 @@ class NodeSignals:
     """Free memory of the NUMA node with the most of it, bytes."""
     topology_policy: str = ""
     """kubelet's topology manager policy (``single-numa-node``, ``restricted`` …); "" unknown."""
-    gpu_links: tuple[tuple[int, ...], ...] | None = None
+    gpu_links: Links | None = None
     """Active NVLinks between device pairs (``gpu_links[i][j]``), as the agent saw them."""
 
     @property

@@ -393,12 +393,12 @@ def post(conn: http.client.HTTPConnection, path: str, body: bytes) -> tuple[floa
 
 def floor_s(body: bytes, answer: Any) -> float:
     """``json.loads`` of the request plus ``json.dumps`` of the answer: the JSON alone."""
-    return best_of_three(lambda: json.dumps(json.loads(body) and answer))
+    return best_of_three(lambda: (json.loads(body), json.dumps(answer)))
 
 
 def msgspec_floor_s(body: bytes, answer: Any) -> float:
     """The same with msgspec's decoder and encoder."""
-    return best_of_three(lambda: msgspec.json.encode(msgspec.json.decode(body) and answer))
+    return best_of_three(lambda: (msgspec.json.decode(body), msgspec.json.encode(answer)))
 
 
 def best_of_three(work: Callable[[], Any]) -> float:

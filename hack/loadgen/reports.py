@@ -40,6 +40,7 @@ import aiohttp
 import psutil
 from msgspec import structs
 
+from agent.collectors.memfrag import COMPACTION_COUNTERS
 from agent.podsdelta import UNCHANGED
 from common import codec
 from common.schema import (
@@ -157,20 +158,6 @@ def _memfrag(now: float, variant: int) -> MemfragSection:
         )
         for n in (0, 1)
     ]
-    counters = [
-        "compact_stall",
-        "compact_fail",
-        "compact_success",
-        "compact_migrate_scanned",
-        "compact_free_scanned",
-        "compact_isolated",
-        "thp_fault_alloc",
-        "thp_fault_fallback",
-        "thp_collapse_alloc",
-        "thp_split_page",
-        "pgmigrate_success",
-        "pgmigrate_fail",
-    ]
     return MemfragSection(
         measured_at=now,
         page_size_b=4096,
@@ -187,8 +174,8 @@ def _memfrag(now: float, variant: int) -> MemfragSection:
         thp_enabled="madvise",
         thp_defrag="madvise",
         compaction=Compaction(
-            counters={c: 1000 * (i + 1) + variant for i, c in enumerate(counters)},
-            rates_per_s={c: 0.1 * i for i, c in enumerate(counters)},
+            counters={c: 1000 * (i + 1) + variant for i, c in enumerate(COMPACTION_COUNTERS)},
+            rates_per_s={c: 0.1 * i for i, c in enumerate(COMPACTION_COUNTERS)},
         ),
     )
 

@@ -44,10 +44,9 @@ from coordinator.scoring.fragmentation import Fragmentation
 from coordinator.scoring.policies.fgd import after_take
 from coordinator.scoring.workload import WorkloadModel
 from coordinator.state.cluster import MILLI_PER_GPU, ClusterState, Placement
+from coordinator.state.signals import Links
 
 NAME: Final = "stowage"
-Links = tuple[tuple[int, ...], ...]
-"""NVLinks between each pair of a node's GPUs."""
 _FIRST_RELEARN: Final = 64
 
 

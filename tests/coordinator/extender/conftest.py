@@ -48,6 +48,17 @@ class Rig:
         assert resp.content_type == "application/json"
         return resp.status, json.loads(await resp.text())
 
+    async def assert_refused(self, path: str, body: Any, message: str) -> None:
+        """``body`` is a 400 whose error starts with ``message``, and changes nothing
+        (a node it offers, ``new-1``, does not join)."""
+        before = self.snapshot()
+        status, reply = await self.post(path, body)
+        assert status == 400
+        assert set(reply) == {"error"}
+        assert reply["error"].startswith(message)
+        assert self.snapshot() == before
+        assert "new-1" not in self.cluster.specs
+
     def set_signals(self, name: str, **values: Any) -> None:
         """What an agent's fresh report of node ``name`` would say."""
         signals = NodeSignals(measured_at=self.clock.wall(), **values)

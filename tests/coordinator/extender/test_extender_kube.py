@@ -271,13 +271,7 @@ BAD_POD = pod(cpu="lots")
 async def test_malformed_requests_are_400_with_a_reason_and_change_nothing(
     rig: Rig, path: str, body: Any, message: str
 ):
-    before = rig.snapshot()
-    status, reply = await rig.post(path, body)
-    assert status == 400
-    assert set(reply) == {"error"}
-    assert reply["error"].startswith(message)
-    assert rig.snapshot() == before
-    assert "new-1" not in rig.cluster.specs
+    await rig.assert_refused(path, body, message)
 
 
 @pytest.mark.parametrize(
