@@ -115,8 +115,6 @@ class PublisherSettings:
     """A published percentage is re-written when it moves by more than this many points."""
     max_patches_per_s: float = 20.0
     """Cluster-wide cap on Node patches (API server load at 2,000 nodes)."""
-    crane_keys: bool = False
-    """Also write crane-scheduler's ``cpu_usage_avg_5m``-style keys for its Dynamic plugin."""
 
     def __post_init__(self) -> None:
         _positive(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
 from typing import Any, Final
 
@@ -337,11 +337,14 @@ class LiveCluster:
         return self.engine
 
     def _effective(self, signals: NodeSignals) -> NodeSignals:
-        if self.settings.signals.true_allocatable:
-            return signals
-        from dataclasses import replace
-
-        return replace(signals, true_allocatable_mem_b=-1)
+        """The signals as the switches under ``signals:`` let the policies see them: one
+        switched off reads as not measured."""
+        switches = self.settings.signals
+        if not switches.true_allocatable:
+            signals = replace(signals, true_allocatable_mem_b=-1)
+        if not switches.gpu_topology:
+            signals = replace(signals, gpu_links=None)
+        return signals
 
     def _rebuild(self) -> None:
         names = sorted(self.specs)
