@@ -117,15 +117,6 @@ class LayoutWatch:
         self._cached = None
 
 
-def version_of(root: Path) -> int | None:
-    """2 for a unified mount, 1 for v1/hybrid, None when nothing cgroup-like is there."""
-    if (root / "cgroup.controllers").exists():
-        return 2
-    if (root / "memory").is_dir() or (root / "cpu").is_dir():
-        return 1
-    return None
-
-
 def read_int(path: Path) -> int:
     text = read_text(path).strip()
     try:

@@ -55,14 +55,15 @@ log = logging.getLogger(__name__)
 Sleep = Callable[[float], Awaitable[None]]
 REPORTS_PATH: Final = "/v1/reports"
 CONTENT_TYPE: Final = "application/msgpack"
-CAUSES: Final = ("token", "network", "timeout", "server", "throttled", "malformed", "rejected")
-"""Every ``cause`` label of ``report_failures``; a fixed set keeps the metric's cardinality low."""
 _MAX_REPLY_B: Final = 64 * 1024
 """Directives encode to ~100 bytes; a bigger reply is a misrouted request, not directives."""
 
 
 class ReportError(StowageError):
-    """One delivery attempt failed; a later attempt (with a newer report) may succeed."""
+    """One delivery attempt failed; a later attempt (with a newer report) may succeed.
+
+    ``cause`` labels ``report_failures`` and is one of a fixed few (token, network,
+    timeout, server, throttled, malformed, rejected), which keeps the metric small."""
 
     def __init__(self, cause: str, detail: str) -> None:
         super().__init__(detail)

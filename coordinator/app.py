@@ -29,7 +29,6 @@ from coordinator.services import SERVICES, Services
 
 log = logging.getLogger(__name__)
 
-ApiClientFactory = Callable[[], Any]
 API_CLIENT = web.AppKey("api_client", object)
 
 

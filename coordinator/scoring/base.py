@@ -13,14 +13,12 @@ from __future__ import annotations
 import abc
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Final
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from coordinator.state.cluster import MILLI_PER_GPU, ClusterState, Placement
-
-MAX_SCORE: Final = 100
 
 
 @dataclass(frozen=True, slots=True)

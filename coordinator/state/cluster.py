@@ -106,11 +106,6 @@ class ClusterState:
     def gpu_total_milli(self) -> int:
         return int(self.gpu_count.sum()) * MILLI_PER_GPU
 
-    def gpu_idle_milli(self) -> npt.NDArray[np.int64]:
-        """Free milli-GPU per node (sum over its devices)."""
-        idle: npt.NDArray[np.int64] = np.where(self.gpu_free > 0, self.gpu_free, 0).sum(axis=1)
-        return idle
-
     def allocate(
         self, placement: Placement, cpu_m: int, mem_b: int, gpu_milli: int, tag: str | None
     ) -> None:
