@@ -309,8 +309,8 @@ class GpuDevice(_Record):
     ``health`` is ``ok``, ``degraded`` (correctable trouble: pending row remaps,
     retired pages) or ``unhealthy`` (critical XID, uncorrectable ECC, row-remap failure,
     GPU lost); ``health_reasons`` says why, and also lists fields NVML failed to read
-    (those alone leave health ``ok``). ``numa_node`` is the CPU-side node from sysfs, what
-    kubelet's topology manager aligns to; NVML's own answer only where sysfs has none.
+    (those alone leave health ``ok``). ``numa_node`` is the CPU-side node, what kubelet's
+    topology manager aligns to: from sysfs, else the one node NVML's memory affinity names.
     ``xid_critical`` counts critical XIDs since the agent started (application-level XIDs
     13, 31, 43, 45, 68, 109 excluded); ``last_xid`` is the latest of them.
     """

@@ -50,6 +50,8 @@ _MAX_PCT: Final = 100
 _MAX_BYTES: Final = 2**50
 _MAX_COUNT: Final = 2**63 - 1
 _MAX_INDEX: Final = 1_000_000
+_NODE_SET_WORDS: Final = 16
+"""64-bit words of NUMA node mask asked of NVML: 1,024 nodes, more than any host has."""
 
 Nvml = Any
 """The ``pynvml`` module, or a stand-in exposing the same functions, constants and errors."""
@@ -275,12 +277,19 @@ class GpuCollector:
         def read(what: str, fn: Any, *args: Any) -> Any:
             return None if h is None else probe(what, fn, h, *args)
 
-        # The CPU-side node from sysfs is what kubelet's topology manager aligns to; NVML's
-        # own answer is the GPU-memory node on coherent (Grace Hopper) systems, so it only
-        # fills in where sysfs does not say.
+        # The CPU-side node is what kubelet's topology manager aligns to: sysfs first, else
+        # the node NVML's memory affinity names (what `nvidia-smi topo -m` prints as "NUMA
+        # Affinity"; VMs often leave sysfs at -1). Not nvmlDeviceGetNumaNodeId: on coherent
+        # (Grace Hopper) systems that is the GPU's own memory node, a different thing.
         numa = self._sysfs_numa(g.bdf)
         if numa is None:
-            numa = _bounded(read("numa-node", nv.nvmlDeviceGetNumaNodeId), _MAX_INDEX)
+            affinity = read(
+                "numa-affinity",
+                nv.nvmlDeviceGetMemoryAffinity,
+                _NODE_SET_WORDS,
+                nv.NVML_AFFINITY_SCOPE_NODE,
+            )
+            numa = _single_node(affinity)
         mem = read("memory", nv.nvmlDeviceGetMemoryInfo)
         util = read("utilization", nv.nvmlDeviceGetUtilizationRates)
         mig = read("mig-mode", nv.nvmlDeviceGetMigMode)
@@ -494,6 +503,21 @@ def _bounded(value: Any, hi: int) -> int | None:
     if value is None or not 0 <= value <= hi:
         return None
     return int(value)
+
+
+def _single_node(node_set: Any) -> int | None:
+    """The one NUMA node set in an NVML node mask (array of 64-bit words), else None.
+
+    A GPU equidistant from several nodes has no single node to align to.
+    """
+    if node_set is None:
+        return None
+    mask = 0
+    for i, word in enumerate(node_set):
+        mask |= int(word) << (64 * i)
+    if mask == 0 or mask & (mask - 1):
+        return None
+    return mask.bit_length() - 1
 
 
 def _pct(value: Any) -> float | None:

@@ -73,6 +73,9 @@ class Gpu:
     mem_used_b: int = 0
     util: tuple[int, int] = (0, 0)
     numa_node_id: int | None = None
+    """What nvmlDeviceGetNumaNodeId answers: the GPU-memory node on coherent systems."""
+    memory_affinity: int | None = None
+    """NUMA node mask nvmlDeviceGetMemoryAffinity answers (bit n = node n)."""
     mig_mode: int | None = None
     max_mig: int = 7
     migs: list[Mig] = field(default_factory=list)
@@ -184,6 +187,19 @@ class FakeNvml:
     def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int:
         gpu = self._device(handle, "nvmlDeviceGetNumaNodeId")
         return _supported(gpu.numa_node_id)
+
+    def nvmlDeviceGetMemoryAffinity(self, handle: Any, nodeSetSize: int, scope: int) -> Any:  # noqa: N803
+        gpu = self._device(handle, "nvmlDeviceGetMemoryAffinity")
+        if nodeSetSize < 1 or scope not in (
+            pynvml.NVML_AFFINITY_SCOPE_NODE,
+            pynvml.NVML_AFFINITY_SCOPE_SOCKET,
+        ):
+            raise err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        mask = _supported(gpu.memory_affinity)
+        words = (ctypes.c_ulonglong * nodeSetSize)()  # what pynvml returns
+        for i in range(nodeSetSize):
+            words[i] = (mask >> (64 * i)) & (2**64 - 1)
+        return words
 
     def nvmlDeviceGetMemoryInfo(self, handle: Any, version: Any = None) -> Any:
         gpu, mig = self._resolve(handle, "nvmlDeviceGetMemoryInfo")
@@ -578,6 +594,7 @@ def bridged_pair_host() -> FakeNvml:
 GH200_BUS_ID = "00000009:01:00.0"
 GH200_GPU_NUMA = 1
 GH200_SYSFS_NUMA = 0
+GH200_CPU_AFFINITY = 1 << GH200_SYSFS_NUMA
 
 
 def gh200_host() -> FakeNvml:
@@ -588,6 +605,7 @@ def gh200_host() -> FakeNvml:
         bus_id=GH200_BUS_ID,
         mem_total_b=96 * GIB,
         numa_node_id=GH200_GPU_NUMA,
+        memory_affinity=GH200_CPU_AFFINITY,
         mig_mode=pynvml.NVML_DEVICE_MIG_DISABLE,
         retired_pages_pending=None,
     )

@@ -144,16 +144,38 @@ def test_sysfs_numa_unknown_or_missing_is_none(tmp_path: Path) -> None:
     assert [d.numa_node for d in section.devices] == [None, 1, None, None]
 
 
-def test_numa_prefers_the_cpu_side_node_from_sysfs(tmp_path: Path) -> None:
-    """On Grace Hopper NVML names the GPU-memory node (1); kubelet aligns to the CPU-side
-    node sysfs gives (0). NVML's answer is used only where sysfs has none."""
+def test_numa_is_the_cpu_side_node_never_the_gpu_memory_node(tmp_path: Path) -> None:
+    """On Grace Hopper nvmlDeviceGetNumaNodeId names the GPU-memory node (1); kubelet aligns
+    to the CPU-side node (0), which sysfs gives and NVML's memory affinity repeats."""
     sys_root = fake.write_sys_numa(tmp_path / "a", {fake.GH200_BUS_ID: fake.GH200_SYSFS_NUMA})
     section = collect(make(fake.gh200_host(), sys_root))
     assert section.devices[0].numa_node == 0
     assert section.devices[0].pci_bus_id == "00000009:01:00.0"
 
     section = collect(make(fake.gh200_host(), tmp_path / "no-sysfs"))
-    assert section.devices[0].numa_node == 1
+    assert section.devices[0].numa_node == 0
+
+
+@pytest.mark.parametrize(
+    ("affinity", "expected"),
+    [
+        (0b1, 0),  # a one-socket VM: sysfs says -1, nvidia-smi says "NUMA Affinity 0"
+        (0b10, 1),
+        (1 << 70, 70),  # past the first 64-bit word of the mask
+        (0b11, None),  # equidistant from two nodes: nothing single to align to
+        (None, None),  # NotSupported
+    ],
+)
+def test_numa_from_nvml_memory_affinity_where_sysfs_has_none(
+    tmp_path: Path, affinity: int | None, expected: int | None
+) -> None:
+    nvml = fake.pcie_host()
+    nvml.gpus[0].memory_affinity = affinity
+    sys_root = fake.write_sys_numa(tmp_path, {fake.PCIE_BUS_IDS[0]: -1})
+    section = collect(make(nvml, sys_root))
+
+    assert section.devices[0].numa_node == expected
+    assert section.devices[0].health_reasons == []
 
 
 def test_mig_host(tmp_path: Path) -> None:
