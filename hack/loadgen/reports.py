@@ -15,10 +15,11 @@ changing: the pods section whole in every N-th report of a node and ``unchanged`
 others (:mod:`agent.podsdelta`); 0, the default, sends it whole in every report.
 
 ``--concurrency`` requests are in flight at any time, over that many keep-alive
-connections; ``--processes`` splits them over several client processes when one client
-core cannot keep up with the server. Prints one JSON object: reports/s over the measured
-window, latency p50/p99 in milliseconds, and counts of answers by HTTP status and of
-transport errors by kind.
+connections of a lean HTTP/1.1 client (:mod:`hack.loadgen.http1`: it costs the machine
+a fraction of what the server under test does); ``--processes`` splits them over several
+client processes when one client core cannot keep up with the server. Prints one JSON
+object: reports/s over the measured window, latency p50/p99 in milliseconds, and counts of
+answers by HTTP status and of transport errors by kind.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
-import aiohttp
 import psutil
 from msgspec import structs
 
@@ -72,6 +73,7 @@ from common.schema import (
     UsageSection,
     ZoneFrag,
 )
+from hack.loadgen import http1
 
 GIB: Final = 2**30
 MIB: Final = 2**20
@@ -79,6 +81,7 @@ AGENT_VERSION: Final = "0.1.0"
 VARIANTS: Final = 8
 """Distinct report bodies (utilisation, pod mix); node i sends variant i % VARIANTS."""
 PATH: Final = "/v1/reports"
+REQUEST_TIMEOUT_S: Final = 30.0
 CONTENT_TYPE: Final = "application/msgpack"
 
 
@@ -473,14 +476,18 @@ async def run_client(plan: Plan) -> Result:
         return Result()
     now = plan.now or time.time()
     bodies = Bodies(names, now=now, pods_refresh=plan.pods_refresh)
-    headers: list[dict[str, str]] = []
+    url = urlsplit(plan.url)
+    if url.scheme != "http" or url.hostname is None:
+        raise ValueError(f"--url must be http://HOST:PORT, not {plan.url!r}")
+    host, port = url.hostname, url.port or 80
+    path = url.path.rstrip("/") + PATH
+    prefixes: list[bytes] = []
     for name in names:
         h = {"Content-Type": CONTENT_TYPE}
         token = plan.node_tokens.get(name) if plan.node_tokens is not None else plan.token
         if token:
             h["Authorization"] = f"Bearer {token}"
-        headers.append(h)
-    url = plan.url.rstrip("/") + PATH
+        prefixes.append(http1.request_prefix("POST", path, url.netloc, h))
     result = Result()
     sent = 0
     loop = asyncio.get_running_loop()
@@ -492,26 +499,30 @@ async def run_client(plan: Plan) -> Result:
     else:
         measure_from = start + plan.warmup_s
         end = measure_from + plan.seconds
-    connector = aiohttp.TCPConnector(limit=plan.concurrency)
-    timeout = aiohttp.ClientTimeout(total=30)
 
-    async def worker(session: aiohttp.ClientSession) -> None:
+    async def worker() -> None:
         nonlocal sent
+        conn: http1.Http1Connection | None = None
         while True:
             n = sent
             if (plan.requests is not None and n >= plan.requests) or loop.time() >= end:
-                return
+                break
             sent += 1
             i = n % len(names)
             body = bodies.body(i, n // len(names), now + n * 1e-3)
+            data = http1.framed(prefixes[i], body)
             t0 = loop.time()
             status = kind = ""
             try:
-                async with session.post(url, data=body, headers=headers[i]) as resp:
-                    await resp.read()
-                    status = str(resp.status)
-            except (aiohttp.ClientError, TimeoutError) as e:
+                async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                    if conn is None or conn.closed:
+                        conn = await http1.connect(host, port)
+                    status = str(await conn.request(data))
+            except (OSError, TimeoutError, http1.ProtocolError) as e:
                 kind = type(e).__name__
+                if conn is not None:
+                    conn.close()
+                    conn = None
             t1 = loop.time()
             if t0 < measure_from or t1 > end:
                 continue  # warm-up, or finished after the window closed
@@ -520,6 +531,8 @@ async def run_client(plan: Plan) -> Result:
                 result.latencies_s.append(t1 - t0)
             else:
                 result.errors[kind] += 1
+        if conn is not None:
+            conn.close()
 
     async def sample_server() -> None:
         proc = psutil.Process(plan.server_pid)
@@ -531,8 +544,7 @@ async def run_client(plan: Plan) -> Result:
     sampler = None
     if plan.server_pid is not None and plan.requests is None:
         sampler = asyncio.create_task(sample_server())
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        await asyncio.gather(*(worker(session) for _ in range(plan.concurrency)))
+    await asyncio.gather(*(worker() for _ in range(plan.concurrency)))
     if sampler is not None:
         await sampler
     result.seconds = plan.seconds if plan.requests is None else loop.time() - start

@@ -116,7 +116,7 @@ async def test_transport_errors_are_counted_by_kind() -> None:
     result = await loadgen.run_client(plan)
 
     assert result.statuses == {}
-    assert result.errors == {"ClientConnectorError": 3}
+    assert result.errors == {"ConnectionRefusedError": 3}
 
 
 async def test_command_line_prints_one_json_summary(make_rig: MakeRig, tmp_path: Path) -> None:
