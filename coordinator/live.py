@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import compress, repeat
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
+from msgspec import structs
 
 from common.clock import Clock
 from common.schema import NodeReport
@@ -79,8 +80,6 @@ class LiveCluster:
         self.last_report_at: dict[str, float] = {}
         """When each node's latest report was measured. Only what the report means (its
         signals) is kept, not the report: 10,000 decoded reports hold most of a GiB."""
-        self.last_seq: dict[str, int] = {}
-        """The ``seq`` of each node's latest report (agents count from 1 when they start)."""
         self.pods: dict[str, PodRequest] = {}
         """Every non-terminal pod the API server has, bound or pending, by ``ns/name``."""
         self.state: ClusterState | None = None
@@ -105,7 +104,6 @@ class LiveCluster:
         if self.specs.pop(name, None) is not None:
             self.signals.pop(name, None)
             self.last_report_at.pop(name, None)
-            self.last_seq.pop(name, None)
             for uid in [u for u, h in self.held.items() if h.node == name]:
                 self._unplace(uid, self.held.pop(uid))
             self._rebuild()
@@ -122,6 +120,9 @@ class LiveCluster:
             specs[spec.name] = spec
         if specs != self.specs:
             self.specs = specs
+            for gone in [n for n in self.last_report_at if n not in specs]:
+                self.signals.pop(gone, None)
+                del self.last_report_at[gone]
             for uid in [u for u, h in self.held.items() if h.node not in specs]:
                 self._unplace(uid, self.held.pop(uid))
             self._rebuild()
@@ -199,19 +200,20 @@ class LiveCluster:
     # ---------------------------------------------------------------- reports
 
     def apply_report(self, report: NodeReport) -> bool:
-        """Take a validated report's signals for its node (which must be known). A report
-        measured before the one already applied arrived late (a retry overtaken by a newer
-        report): it is ignored, and False returned."""
-        if report.node not in self.specs:
-            raise KeyError(report.node)
-        if report.measured_at < self.last_report_at.get(report.node, float("-inf")):
+        """Take a validated report's signals for its node (which must be known, else
+        KeyError). A report measured before the one already applied arrived late (a retry
+        overtaken by a newer report): it is ignored, and False returned."""
+        node = report.node
+        last = self.last_report_at.get(node)
+        if last is None:
+            if node not in self.specs:
+                raise KeyError(node)
+        elif report.measured_at < last:
             return False
-        self.last_report_at[report.node] = report.measured_at
-        self.last_seq[report.node] = report.seq
-        signals = signals_of(report)
-        self.signals[report.node] = signals
+        self.last_report_at[node] = report.measured_at
+        signals = self.signals[node] = signals_of(report)
         if self.state is not None:
-            self.state.set_signals(self.state.index[report.node], self._effective(signals))
+            self.state.set_signals(self.state.index[node], self._effective(signals))
         return True
 
     def expire(self) -> list[str]:
@@ -341,9 +343,9 @@ class LiveCluster:
         switched off reads as not measured."""
         switches = self.settings.signals
         if not switches.true_allocatable:
-            signals = replace(signals, true_allocatable_mem_b=-1)
+            signals = structs.replace(signals, true_allocatable_mem_b=-1)
         if not switches.gpu_topology:
-            signals = replace(signals, gpu_links=None)
+            signals = structs.replace(signals, gpu_links=None)
         return signals
 
     def _rebuild(self) -> None:

@@ -8,16 +8,21 @@ on (DESIGN §3). The trace simulator has no agents, so all its nodes stay unknow
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Final
+
+import msgspec
 
 Links = tuple[tuple[int, ...], ...]
 """NVLinks between each pair of a node's GPUs (row a, column b)."""
 
 
-@dataclass(frozen=True, slots=True)
-class NodeSignals:
-    """Live measurements of one node. NaN / -1 / None mean "not measured"."""
+class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """Live measurements of one node. NaN / -1 / None mean "not measured".
+
+    A frozen struct rather than a frozen dataclass: one is made per accepted report, and a
+    frozen dataclass's ``__init__`` (``object.__setattr__`` per field) costs ~20× more.
+    Not tracked by the cyclic GC: it holds only numbers, strings and tuples of ints.
+    """
 
     measured_at: float = math.nan
     """Unix time of the report these come from."""

@@ -95,7 +95,6 @@ class IngestRig:
         return (
             dict(self.cluster.signals),
             dict(self.cluster.last_report_at),
-            dict(self.cluster.last_seq),
             state.version.tolist(),
             state.measured_at.tobytes(),
             state.cpu_pressure_pct.tobytes(),

@@ -382,6 +382,9 @@ async def test_failures_are_logged_once_without_the_token(
 # ------------------------------------------------------- through the ingest endpoint
 
 
+LATER = 1_790_000_010.0
+
+
 async def test_ingest_with_token_review(
     make_rig: MakeRig, make_auth: MakeAuth, api_server: FakeApiServer
 ) -> None:
@@ -390,11 +393,11 @@ async def test_ingest_with_token_review(
     ok = await rig.post(report_for("node-a"), token="agent-token-a")
     mismatch = await rig.post(report_for("node-a"), token="agent-token-b")
     unbound = await rig.post(report_for("node-a"), token="unbound-token")
-    again = await rig.post(report_for("node-a", seq=2), token="agent-token-a")
+    again = await rig.post(report_for("node-a", seq=2, now=LATER), token="agent-token-a")
 
     assert [r.status for r in (ok, mismatch, unbound, again)] == [200, 403, 401, 200]
     assert api_server.tokens_reviewed() == ["agent-token-a", "agent-token-b", "unbound-token"]
-    assert rig.cluster.last_seq["node-a"] == 2
+    assert rig.cluster.last_report_at["node-a"] == LATER  # the second report was taken
 
 
 async def test_ingest_answers_503_while_the_api_server_is_down(

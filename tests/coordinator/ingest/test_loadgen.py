@@ -15,7 +15,7 @@ from msgspec import structs
 
 from agent.podsdelta import UNCHANGED
 from common import codec
-from common.schema import SECTIONS, GpuSection, NumaSection, PodsSection, is_absent
+from common.schema import SECTIONS, GpuSection, NodeReport, NumaSection, PodsSection, is_absent
 from coordinator.auth import StaticTokens
 from hack.loadgen import reports as loadgen
 from tests.coordinator.ingest.conftest import MakeRig, settings_with
@@ -91,10 +91,17 @@ async def test_each_node_counts_its_seq_up(make_rig: MakeRig) -> None:
     rig, url = await serve(make_rig)
     node_tokens = {node: token for token, node in TOKENS.items()}
     plan = loadgen.Plan(url=url, nodes=NODES, requests=25, concurrency=1, node_tokens=node_tokens)
+    seqs: dict[str, list[int]] = {}
+    apply = rig.cluster.apply_report
 
+    def record(report: NodeReport) -> bool:
+        seqs.setdefault(report.node, []).append(report.seq)
+        return apply(report)
+
+    rig.cluster.apply_report = record  # type: ignore[method-assign]
     await loadgen.run_client(plan)
 
-    assert [rig.cluster.last_seq[n] for n in NAMES] == [2] * 5 + [1] * 5
+    assert [seqs[n] for n in NAMES] == [[0, 1, 2]] * 5 + [[0, 1]] * 5
 
 
 async def test_refusals_are_counted_by_status(make_rig: MakeRig) -> None:
