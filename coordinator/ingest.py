@@ -35,6 +35,7 @@ last ``ingest.directive_ttl_s``. Tokens are never logged; refusals are logged at
 from __future__ import annotations
 
 import logging
+import time
 from typing import Final
 
 from aiohttp import hdrs, web
@@ -81,22 +82,26 @@ def add_routes(app: web.Application) -> None:
 async def handle_report(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     metrics = services.metrics
-    with metrics.report_seconds.time():
-        try:
-            directives = await ingest(request, services)
-        except Refused as r:
-            metrics.reports.labels(r.outcome).inc()
-            log.debug("report refused (%d %s): %s", r.status, r.outcome, r.message)
-            headers = {hdrs.WWW_AUTHENTICATE: "Bearer"} if r.status == 401 else None
-            return web.json_response({"error": r.message}, status=r.status, headers=headers)
-        metrics.reports_accepted.inc()
-        return web.Response(body=codec.encode(directives), content_type=CONTENT_TYPE)
+    started = time.perf_counter()  # not Histogram.time(): its context object costs more
+    try:
+        directives = await ingest(request, services)
+    except Refused as r:
+        metrics.reports.labels(r.outcome).inc()
+        log.debug("report refused (%d %s): %s", r.status, r.outcome, r.message)
+        headers = {hdrs.WWW_AUTHENTICATE: "Bearer"} if r.status == 401 else None
+        return web.json_response({"error": r.message}, status=r.status, headers=headers)
+    finally:
+        metrics.report_seconds.observe(time.perf_counter() - started)
+    metrics.reports_accepted.inc()
+    return web.Response(body=codec.encode(directives), content_type=CONTENT_TYPE)
 
 
 async def ingest(request: web.Request, services: Services) -> Directives:
     """Check, read, decode and apply one report; raise :class:`Refused` to turn it away."""
     settings = services.settings.ingest
-    if request.content_type != CONTENT_TYPE:
+    # The raw header first: aiohttp's parsed content_type costs a header parse per report.
+    raw_type = request.headers.get(hdrs.CONTENT_TYPE)
+    if raw_type != CONTENT_TYPE and request.content_type != CONTENT_TYPE:
         raise Refused(415, "unsupported_media", f"expected Content-Type {CONTENT_TYPE}")
     limit = settings.max_body_b
     declared = request.content_length

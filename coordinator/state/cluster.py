@@ -167,7 +167,9 @@ class ClusterState:
         self.largest_numa_cpu_m[i] = signals.largest_numa_cpu_m
         self.largest_numa_free_mem_b[i] = signals.largest_numa_free_mem_b
         self.topology_policy[i] = signals.topology_policy
-        self.gpu_links[i] = self._interned_links(signals.gpu_links)
+        links = signals.gpu_links
+        if links != self.gpu_links[i]:  # as a rule the same links as the last report's
+            self.gpu_links[i] = self._interned_links(links)
         self.version[i] += 1
 
     def expire(self, now: float, ttl_s: float) -> list[int]:
