@@ -175,11 +175,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--disable", default="", help="comma list of collectors to skip")
     add("--pods-source", default="auto", help="auto, apiserver, kubelet or none")
     add(
-        "--pods-refresh",
+        "--refresh",
         type=int,
         default=30,
         metavar="N",
-        help="send unchanged pods whole every N reports, else 'unchanged' (0: every report)",
+        help="send the report whole every N reports; in between, pods only when they changed"
+        " and no memory-contiguity detail (0: every report whole)",
     )
     add("--kubeconfig", help="kubeconfig for the pods source (default: in-cluster)")
     add("--kubelet-url", help="kubelet URL for the kubelet pods source")
@@ -212,7 +213,7 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             token_file=args.token_file,
             ca_file=args.ca_file,
             fan_out=args.fan_out,
-            pods_refresh_reports=args.pods_refresh,
+            refresh_reports=args.refresh,
         ),
     )
 

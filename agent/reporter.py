@@ -18,8 +18,8 @@ Why it is shaped this way:
 * **Directives are leases.** They expire ``ttl_s`` after receipt (monotonic clock); then
   :meth:`Reporter.current_directives` returns None and the node falls back to its defaults,
   so a lost coordinator never pins a throttle forever.
-* **Pods only when they changed** (:mod:`agent.podsdelta`): most reports carry
-  ``"pods": "unchanged"`` instead of the node's pod list.
+* **Whole reports every N** (:mod:`agent.reportdelta`): in between, reports carry
+  ``"pods": "unchanged"`` unless the pods changed, and leave out memory-contiguity detail.
 * **Quiet logs.** One line when delivery starts failing, one when the cause changes, one on
   recovery; never one per attempt, and never the token.
 
@@ -43,7 +43,7 @@ from typing import Final
 import aiohttp
 
 from agent.metrics import AgentMetrics
-from agent.podsdelta import PodsDelta
+from agent.reportdelta import ReportDelta
 from agent.settings import ReporterSettings
 from common import codec
 from common.clock import Clock, SystemClock
@@ -118,7 +118,7 @@ class Reporter:
         self._failures = 0
         """Failed attempts in the current streak: drives the backoff and the recovery line."""
         self._last_rejection: int | None = None
-        self._pods = PodsDelta(settings.pods_refresh_reports)
+        self._delta = ReportDelta(settings.refresh_reports)
         self.directives: Directives | None = None
         """The latest directives, even past their TTL; readers want :meth:`current_directives`."""
         self.directives_received_at: float | None = None
@@ -188,7 +188,7 @@ class Reporter:
         Raises :class:`ReportError` after counting it (and logging it on a state change).
         Used by :meth:`run` and by the agent's one-shot mode, which calls :meth:`stop` after.
         """
-        sent = self._pods.outgoing(report)
+        sent = self._delta.outgoing(report)
         accepted = False
         try:
             directives = await self._post(sent)
@@ -199,11 +199,11 @@ class Reporter:
         except ReportError as e:
             self._failed(e)
             raise
-        finally:  # refused, failed or cancelled mid-send: the coordinator may lack the pods
+        finally:  # refused, failed or cancelled mid-send: the coordinator may lack a part
             if accepted:
-                self._pods.delivered(report, sent)
+                self._delta.delivered(report, sent)
             else:
-                self._pods.forget()
+                self._delta.forget()
         self._metrics.reports_sent.inc()
         self._reachable()
         self._last_rejection = None

@@ -67,9 +67,10 @@ class ReporterSettings:
     fan_out: bool = False
     """Send every report to every address the coordinator's host name resolves to (a
     headless Service: every replica), so all replicas hold every node's signals."""
-    pods_refresh_reports: int = 30
-    """Between changes, the pods section is sent whole every this many reports (5 min at
-    the default interval) and is ``unchanged`` otherwise; 0 sends it with every report."""
+    refresh_reports: int = 30
+    """The report goes out whole every this many reports (5 min at the default interval);
+    in between, pods only when they changed and no memory-contiguity detail
+    (:mod:`agent.reportdelta`). 0 sends every report whole."""
 
     def __post_init__(self) -> None:
         for name in ("connect_timeout_s", "total_timeout_s", "backoff_initial_s", "backoff_max_s"):
@@ -77,10 +78,8 @@ class ReporterSettings:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.backoff_max_s < self.backoff_initial_s:
             raise ConfigError("backoff_max_s must be at least backoff_initial_s")
-        if not 0 <= self.pods_refresh_reports <= 1_000_000:
-            raise ConfigError(
-                f"pods_refresh_reports must be 0..1000000, got {self.pods_refresh_reports}"
-            )
+        if not 0 <= self.refresh_reports <= 1_000_000:
+            raise ConfigError(f"refresh_reports must be 0..1000000, got {self.refresh_reports}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

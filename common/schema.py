@@ -177,13 +177,18 @@ class Compaction(_Record):
 
 
 class MemfragSection(_Record):
-    """Memory contiguity per zone and per NUMA node, hugepage pools, THP mode, compaction."""
+    """Memory contiguity per zone and per NUMA node, hugepage pools, THP mode, compaction.
+
+    ``nodes`` is the summary the coordinator acts on and is in every report; ``zones``,
+    ``hugepages`` and ``compaction`` are its detail and may be absent with the reason
+    ``refresh-only`` (sent with whole reports only: :mod:`agent.reportdelta`).
+    """
 
     measured_at: UnixTime
     page_size_b: Bytes
     order_2mib: Index
     order_1gib: Index
-    zones: Annotated[list[ZoneFrag], Meta(max_length=1024)]
+    zones: Annotated[list[ZoneFrag], Meta(max_length=1024)] | Absent
     nodes: Annotated[list[NodeContiguity], Meta(max_length=1024)]
     hugepages: Annotated[list[HugepagePool], Meta(max_length=1024)] | Absent
     thp_enabled: Name | None

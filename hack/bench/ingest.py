@@ -11,9 +11,9 @@ Starts, each in its own process on 127.0.0.1:
   static token per node (or no auth);
 * the load generator (:mod:`hack.loadgen.reports`): full 8-GPU, ~30-pod reports from
   every node in turn, ``--concurrency`` in flight, as fast as the server answers — once
-  with the pods section whole in every report (``ingest``), once as agents send in steady
-  state with their default ``--pods-refresh 30``: whole in every 30th report of a node,
-  ``unchanged`` in the others (``ingest-steady``).
+  with every report whole (``ingest``), once as agents send in steady state with their
+  default ``--refresh 30``: every 30th report of a node whole, the others with
+  ``unchanged`` pods and no memory-contiguity detail (``ingest-steady``).
 
 Then, as the same-run baseline, the floor: a bare aiohttp handler that reads the same
 bodies and answers 200, under the same load. For each it prints reports/s over the
@@ -63,7 +63,7 @@ from hack.loadgen.reports import Bodies, node_name
 
 REPO = Path(__file__).resolve().parents[2]
 TARGET_PER_S = 3000.0
-AGENT_PODS_REFRESH = ReporterSettings().pods_refresh_reports
+AGENT_REFRESH = ReporterSettings().refresh_reports
 
 
 def gpu_node(name: str) -> dict[str, Any]:
@@ -165,7 +165,7 @@ def serve(kind: str, nodes: int, tokens: dict[str, str] | None, conn: Connection
 
 
 def measure(
-    kind: str, args: argparse.Namespace, tokens: dict[str, str] | None, pods_refresh: int = 0
+    kind: str, args: argparse.Namespace, tokens: dict[str, str] | None, refresh: int = 0
 ) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
@@ -186,7 +186,7 @@ def measure(
             f"--concurrency={args.concurrency}",
             f"--processes={args.client_processes}",
             f"--server-pid={server.pid}",
-            f"--pods-refresh={pods_refresh}",
+            f"--refresh={refresh}",
         ]
         with tempfile.TemporaryDirectory() as tmp:
             if tokens:
@@ -215,7 +215,7 @@ PHASES: Final = ("ingest", "ingest-steady", "floor")
 def run_phase(phase: str, args: argparse.Namespace, tokens: dict[str, str] | None) -> Any:
     if phase == "floor":
         return measure("floor", args, None)
-    return measure("ingest", args, tokens, AGENT_PODS_REFRESH if phase == "ingest-steady" else 0)
+    return measure("ingest", args, tokens, AGENT_REFRESH if phase == "ingest-steady" else 0)
 
 
 def main(argv: list[str] | None = None) -> int:

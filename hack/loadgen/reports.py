@@ -10,9 +10,10 @@ request only packs the fields that change (``node``, ``seq``, ``measured_at``) i
 them (:class:`Bodies`); the bytes are exactly what :func:`common.codec.encode` produces
 for the same report, which the tests check.
 
-``--pods-refresh N`` sends what agents with the same setting send once their pods stop
-changing: the pods section whole in every N-th report of a node and ``unchanged`` in the
-others (:mod:`agent.podsdelta`); 0, the default, sends it whole in every report.
+``--refresh N`` sends what agents with the same setting send once their pods stop
+changing: every N-th report of a node whole, the others with ``unchanged`` pods and no
+memory-contiguity detail (:mod:`agent.reportdelta`); 0, the default, sends every report
+whole.
 
 ``--concurrency`` requests are in flight at any time, over that many keep-alive
 connections of a lean HTTP/1.1 client (:mod:`hack.loadgen.http1`: it costs the machine
@@ -42,7 +43,7 @@ import psutil
 from msgspec import structs
 
 from agent.collectors.memfrag import COMPACTION_COUNTERS
-from agent.podsdelta import UNCHANGED
+from agent.reportdelta import ReportDelta
 from common import codec
 from common.schema import (
     SCHEMA_VERSION,
@@ -383,25 +384,29 @@ class Bodies:
 
     A report encodes as a msgpack map in field order. Everything after ``measured_at``
     (the sections) is encoded once per variant; per node the header up to ``node`` is
-    encoded once; per request only ``seq`` and ``measured_at`` are. With ``pods_refresh``
-    N > 1, report ``seq`` carries its pods whole when N divides ``seq``, else ``unchanged``.
+    encoded once; per request only ``seq`` and ``measured_at`` are. With ``refresh`` N > 1,
+    report ``seq`` is whole when N divides ``seq``, else what the agent's
+    :class:`~agent.reportdelta.ReportDelta` sends between whole reports when nothing changed.
     """
 
     def __init__(
-        self, nodes: Sequence[str], *, now: float = 1_767_225_600.0, pods_refresh: int = 0
+        self, nodes: Sequence[str], *, now: float = 1_767_225_600.0, refresh: int = 0
     ) -> None:
         self.nodes = list(nodes)
-        self.pods_refresh = pods_refresh
+        self.refresh = refresh
         # Every map here has under 16 entries, so its msgpack header is one byte (fixmap).
         fields = NodeReport.__struct_fields__
         map_header = bytes([0x80 | len(fields)])
         self._sections: list[bytes] = []
-        self._unchanged: list[bytes] = []
+        self._between: list[bytes] = []
         for v in range(VARIANTS):
             report = build_report("x", now=now, variant=v)
-            rest = {name: getattr(report, name) for name in fields[5:]}
-            self._sections.append(codec.encode(rest)[1:])  # without its map header
-            self._unchanged.append(codec.encode({**rest, "pods": UNCHANGED})[1:])
+            delta = ReportDelta(refresh_reports=2)
+            delta.delivered(report, report)
+            between = delta.outgoing(report)
+            for whole, out in ((report, self._sections), (between, self._between)):
+                rest = {name: getattr(whole, name) for name in fields[5:]}
+                out.append(codec.encode(rest)[1:])  # without its map header
         self._heads = [
             map_header
             + codec.encode(
@@ -421,8 +426,8 @@ class Bodies:
                 codec.encode(seq),
                 self._at_key,
                 codec.encode(float(measured_at)),
-                self._unchanged[i % VARIANTS]
-                if self.pods_refresh > 1 and seq % self.pods_refresh
+                self._between[i % VARIANTS]
+                if self.refresh > 1 and seq % self.refresh
                 else self._sections[i % VARIANTS],
             )
         )
@@ -464,7 +469,7 @@ class Plan:
     step: int = 1
     now: float = 0.0
     """``measured_at`` of the first report (0: the current time)."""
-    pods_refresh: int = 0
+    refresh: int = 0
     """See :class:`Bodies`."""
 
 
@@ -475,7 +480,7 @@ async def run_client(plan: Plan) -> Result:
     if not names:
         return Result()
     now = plan.now or time.time()
-    bodies = Bodies(names, now=now, pods_refresh=plan.pods_refresh)
+    bodies = Bodies(names, now=now, refresh=plan.refresh)
     url = urlsplit(plan.url)
     if url.scheme != "http" or url.hostname is None:
         raise ValueError(f"--url must be http://HOST:PORT, not {plan.url!r}")
@@ -631,11 +636,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=1, help="client processes")
     parser.add_argument("--server-pid", type=int, help="also measure this process's CPU time")
     parser.add_argument(
-        "--pods-refresh",
+        "--refresh",
         type=int,
         default=0,
         metavar="N",
-        help="pods whole in every N-th report of a node, else 'unchanged' (0: always whole)",
+        help="every N-th report of a node whole, the others as agents send them between (0: all)",
     )
     auth = parser.add_mutually_exclusive_group()
     auth.add_argument("--token-file", type=Path, help="one bearer token for every node")
@@ -643,8 +648,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.nodes, args.concurrency, args.processes, args.requests or 1) < 1:
         parser.error("--nodes, --concurrency, --processes and --requests must be positive")
-    if args.pods_refresh < 0:
-        parser.error("--pods-refresh must not be negative")
+    if args.refresh < 0:
+        parser.error("--refresh must not be negative")
     if args.seconds <= 0 or args.warmup < 0:
         parser.error("--seconds must be positive and --warmup not negative")
     token = None
@@ -663,7 +668,7 @@ def main(argv: list[str] | None = None) -> int:
         token=token,
         node_tokens=node_tokens,
         server_pid=args.server_pid,
-        pods_refresh=args.pods_refresh,
+        refresh=args.refresh,
     )
     print(json.dumps(summary(run(plan, args.processes))))
     return 0

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from msgspec import structs
 
-from agent.podsdelta import UNCHANGED
+from agent.reportdelta import REFRESH_ONLY, UNCHANGED
 from common import codec
 from common.schema import (
     SCHEMA_VERSION,
@@ -93,18 +93,20 @@ async def test_accepted_report_sets_the_nodes_signals_and_answers_directives(
     assert rig.timed_requests() == 1
 
 
-async def test_a_report_whose_pods_are_unchanged_is_taken_like_any_other(
-    rig: IngestRig,
-) -> None:
-    """Agents say ``"pods": "unchanged"`` between pod changes (agent.podsdelta)."""
+async def test_a_report_between_whole_ones_is_taken_like_any_other(rig: IngestRig) -> None:
+    """Between whole reports agents say ``"pods": "unchanged"`` and leave out memfrag
+    detail (agent.reportdelta): the contiguity summary still counts."""
     await accepted(rig)
     rig.clock.advance(10)
-    report = structs.replace(
-        report_for("node-a", seq=2, variant=5, now=rig.clock.wall()), pods=UNCHANGED
+    whole = report_for("node-a", seq=2, variant=5, now=rig.clock.wall())
+    assert isinstance(whole.memfrag, MemfragSection)
+    slim = structs.replace(
+        whole.memfrag, zones=REFRESH_ONLY, hugepages=REFRESH_ONLY, compaction=REFRESH_ONLY
     )
+    report = structs.replace(whole, pods=UNCHANGED, memfrag=slim)
     resp = await rig.post(report)
     assert resp.status == 200, await resp.text()
-    assert rig.cluster.signals["node-a"] == signals_of(report)
+    assert rig.cluster.signals["node-a"] == signals_of(report) == signals_of(whole)
     assert rig.outcomes() == {"accepted": 2}
 
 

@@ -13,9 +13,17 @@ from typing import Any
 import pytest
 from msgspec import structs
 
-from agent.podsdelta import UNCHANGED
+from agent.reportdelta import REFRESH_ONLY, UNCHANGED
 from common import codec
-from common.schema import SECTIONS, GpuSection, NodeReport, NumaSection, PodsSection, is_absent
+from common.schema import (
+    SECTIONS,
+    GpuSection,
+    MemfragSection,
+    NodeReport,
+    NumaSection,
+    PodsSection,
+    is_absent,
+)
 from coordinator.auth import StaticTokens
 from hack.loadgen import reports as loadgen
 from tests.coordinator.ingest.conftest import MakeRig, settings_with
@@ -35,12 +43,16 @@ def test_bodies_are_the_encoded_reports() -> None:
         assert bodies.body(i, seq, at) == codec.encode(structs.replace(want, measured_at=at))
 
 
-def test_with_a_pods_refresh_the_pods_are_whole_every_nth_report_else_unchanged() -> None:
-    bodies = loadgen.Bodies(NAMES, now=1_790_000_000.0, pods_refresh=3)
+def test_with_a_refresh_every_nth_report_is_whole_else_as_agents_send_between() -> None:
+    bodies = loadgen.Bodies(NAMES, now=1_790_000_000.0, refresh=3)
     for seq in range(7):
         want = loadgen.build_report(NAMES[4], seq=seq, now=1_790_000_000.0, variant=4)
         if seq % 3:
-            want = structs.replace(want, pods=UNCHANGED)
+            assert isinstance(want.memfrag, MemfragSection)
+            slim = structs.replace(
+                want.memfrag, zones=REFRESH_ONLY, hugepages=REFRESH_ONLY, compaction=REFRESH_ONLY
+            )
+            want = structs.replace(want, pods=UNCHANGED, memfrag=slim)
         assert bodies.body(4, seq, 5.0) == codec.encode(structs.replace(want, measured_at=5.0))
 
 
