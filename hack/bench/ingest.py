@@ -49,7 +49,6 @@ from typing import Any, Final
 import psutil
 from aiohttp import web
 
-from agent.settings import ReporterSettings
 from common import codec
 from common.clock import SystemClock
 from coordinator import eventloop, ingest
@@ -59,11 +58,10 @@ from coordinator.config import CoordinatorSettings, IngestSettings, PolicySettin
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.services import SERVICES, Services
-from hack.loadgen.reports import Bodies, node_name
+from hack.loadgen.reports import AGENT_REFRESH, Bodies, node_name
 
 REPO = Path(__file__).resolve().parents[2]
 TARGET_PER_S = 3000.0
-AGENT_REFRESH = ReporterSettings().refresh_reports
 
 
 def gpu_node(name: str) -> dict[str, Any]:

@@ -12,8 +12,8 @@ for the same report, which the tests check.
 
 ``--refresh N`` sends what agents with the same setting send once their pods stop
 changing: every N-th report of a node whole, the others with ``unchanged`` pods and no
-memory-contiguity detail (:mod:`agent.reportdelta`); 0, the default, sends every report
-whole.
+memory-contiguity detail (:mod:`agent.reportdelta`). The default is the agent's own (30);
+0 sends every report whole.
 
 ``--concurrency`` requests are in flight at any time, over that many keep-alive
 connections of a lean HTTP/1.1 client (:mod:`hack.loadgen.http1`: it costs the machine
@@ -44,6 +44,7 @@ from msgspec import structs
 
 from agent.collectors.memfrag import COMPACTION_COUNTERS
 from agent.reportdelta import ReportDelta
+from agent.settings import ReporterSettings
 from common import codec
 from common.schema import (
     SCHEMA_VERSION,
@@ -83,6 +84,8 @@ VARIANTS: Final = 8
 """Distinct report bodies (utilisation, pod mix); node i sends variant i % VARIANTS."""
 PATH: Final = "/v1/reports"
 REQUEST_TIMEOUT_S: Final = 30.0
+AGENT_REFRESH: Final = ReporterSettings().refresh_reports
+"""Simulated nodes send what agents with default settings send."""
 CONTENT_TYPE: Final = "application/msgpack"
 
 
@@ -638,9 +641,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--refresh",
         type=int,
-        default=0,
+        default=AGENT_REFRESH,
         metavar="N",
-        help="every N-th report of a node whole, the others as agents send them between (0: all)",
+        help="every N-th report of a node whole, the others as agents send them between"
+        f" (default: the agent's, {AGENT_REFRESH}; 0: every report whole)",
     )
     auth = parser.add_mutually_exclusive_group()
     auth.add_argument("--token-file", type=Path, help="one bearer token for every node")
