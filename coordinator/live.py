@@ -79,7 +79,9 @@ class LiveCluster:
         self.signals: dict[str, NodeSignals] = {}
         self.last_report_at: dict[str, float] = {}
         """When each node's latest report was measured. Only what the report means (its
-        signals) is kept, not the report: 10,000 decoded reports hold most of a GiB."""
+        signals) is kept, not the report: 10,000 decoded reports hold most of a GiB. Holds
+        known nodes only (a node removed or relisted away takes its entry along), which
+        :meth:`apply_report` relies on."""
         self.pods: dict[str, PodRequest] = {}
         """Every non-terminal pod the API server has, bound or pending, by ``ns/name``."""
         self.state: ClusterState | None = None

@@ -472,7 +472,7 @@ class Plan:
     step: int = 1
     now: float = 0.0
     """``measured_at`` of the first report (0: the current time)."""
-    refresh: int = 0
+    refresh: int = AGENT_REFRESH
     """See :class:`Bodies`."""
 
 
