@@ -97,7 +97,11 @@ class ClusterState:
         self.topology_policy: list[str] = [""] * n
         self.gpu_links: list[Links | None] = [None] * n
         """Interned: nodes with equal link matrices share one object (see set_signals)."""
-        self._links: dict[Links, Links] = {}
+        self.gpu_links_key = np.full(n, -1, dtype=np.int64)
+        """A number per distinct link matrix (-1: none), never reused: rows with equal
+        keys hold the same matrix, so a policy can group nodes by it in numpy."""
+        self._links: dict[Links, tuple[Links, int]] = {}
+        self._links_seen = 0
 
     def __len__(self) -> int:
         return len(self.names)
@@ -169,7 +173,7 @@ class ClusterState:
         self.topology_policy[i] = signals.topology_policy
         links = signals.gpu_links
         if links != self.gpu_links[i]:  # as a rule the same links as the last report's
-            self.gpu_links[i] = self._interned_links(links)
+            self.gpu_links[i], self.gpu_links_key[i] = self._interned_links(links)
         self.version[i] += 1
 
     def expire(self, now: float, ttl_s: float) -> list[int]:
@@ -200,14 +204,18 @@ class ClusterState:
         """Free milli of node i's devices, in device order."""
         return self._gpu_tuples[i]
 
-    def _interned_links(self, links: Links | None) -> Links | None:
+    def _interned_links(self, links: Links | None) -> tuple[Links | None, int]:
         """The one object for this link matrix: nodes of a kind report equal ones, and a
         policy can then tell them equal by identity instead of comparing 64 numbers."""
         if links is None:
-            return None
-        if len(self._links) >= 1024:  # not a fleet of a few hardware kinds: keep it small
-            self._links = {}
-        return self._links.setdefault(links, links)
+            return None, -1
+        interned = self._links.get(links)
+        if interned is None:
+            if len(self._links) >= 1024:  # not a fleet of a few hardware kinds: keep it small
+                self._links = {}
+            interned = self._links[links] = (links, self._links_seen)
+            self._links_seen += 1
+        return interned
 
     def _restate(self, i: int) -> None:
         """Node ``i``'s placement state changed: give it the id of its new state."""
@@ -241,3 +249,8 @@ class ClusterState:
         for key, sid in zip(states, self.state_id.tolist(), strict=True):
             assert state_of.setdefault(sid, key) == key, "one state id for two states"
         assert len(set(states)) == len(state_of), "one state under two ids"
+        matrix_of: dict[int, int] = {}
+        for links, key in zip(self.gpu_links, self.gpu_links_key.tolist(), strict=True):
+            assert (links is None) == (key == -1), "a link key without links, or links without"
+            if links is not None:
+                assert matrix_of.setdefault(key, id(links)) == id(links), "one key, two matrices"

@@ -185,17 +185,16 @@ class Stowage(Policy):
             if short.any():
                 out["contiguity_points"] = np.where(short, -self.args.contiguity_points, np.nan)
         if pod.gpus >= 2:
-            links, ids = state.gpu_links, state.state_id[nodes].tolist()
-            linked = [(k, i) for k, i in enumerate(nodes.tolist()) if links[i] is not None]
-            if linked:
+            links_key = state.gpu_links_key[nodes]
+            linked = np.flatnonzero(links_key >= 0)
+            if len(linked):
+                # Nodes alike — same placement state, same link matrix — score alike: each
+                # such pair is worked out once (both numbers stay far below 2**31).
+                alike = (links_key[linked] << 32) | state.state_id[nodes[linked]]
+                _, first, each = np.unique(alike, return_index=True, return_inverse=True)
+                values = [self._nvlink_points(state, i, pod) for i in nodes[linked[first]].tolist()]
                 out["nvlink_points"] = points = np.full(len(nodes), np.nan)
-                memo: dict[tuple[int, int], float] = {}  # nodes alike: same state, same links
-                for k, i in linked:
-                    key = (ids[k], id(links[i]))  # link matrices are interned by the state
-                    value = memo.get(key)
-                    if value is None:
-                        value = memo[key] = self._nvlink_points(state, i, pod)
-                    points[k] = value
+                points[linked] = np.array(values, dtype=np.float64)[each]
         return out
 
     def _nvlink_points(self, state: ClusterState, i: int, pod: PodRequest) -> float:

@@ -238,6 +238,35 @@ def test_nvlink_none_linked_loses_points_and_unknown_is_neutral():
     check_explanation(policy, state, 0, two)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_nvlink_points_of_many_nodes_are_each_nodes_own(seed: int):
+    """Nodes are grouped by placement state and link matrix to score NVLink once per
+    group; every node must still get what it gets scored alone."""
+    rng = np.random.default_rng(seed)
+    matrices = [LINKED_PAIRS, NO_LINKS, ((0, 1, 1, 1), (1, 0, 1, 1), (1, 1, 0, 1), (1, 1, 1, 0))]
+    state = cluster(*[(96000, 64 * GIB, 4)] * 60)
+    for i in range(60):
+        used = tuple(int(u) for u in rng.choice([0, 0, 1000, 500], size=4))
+        occupy(state, i, gpu_used=used)
+        k = int(rng.integers(0, len(matrices) + 1))
+        if k < len(matrices):  # equal matrices from separate reports, as agents send them
+            links = tuple(tuple(row) for row in matrices[k])
+            state.set_signals(i, signals(gpu_links=links))
+    policy = build_policy("stowage")
+    nodes = np.arange(60)
+    for two in (pod(1000, GIB, gpus=2), pod(1000, GIB, gpus=3)):
+        together = policy._live(state, nodes, two).get("nvlink_points", np.full(60, np.nan))
+        alone = [
+            policy._nvlink_points(state, i, two) if state.gpu_links[i] is not None else math.nan
+            for i in range(60)
+        ]
+        np.testing.assert_array_equal(together, np.array(alone))
+    assert len({id(state.gpu_links[i]) for i in range(60) if state.gpu_links[i]}) <= 3
+    keys = {int(state.gpu_links_key[i]): state.gpu_links[i] for i in range(60)}
+    assert keys.pop(-1, None) is None
+    assert len(set(map(id, keys.values()))) == len(keys)  # one matrix per key
+
+
 # ---------------------------------------------------------------- learning
 
 
