@@ -72,6 +72,9 @@ class Fragmentation:
 
     def __init__(self, shapes: Sequence[tuple[Shape, float]]) -> None:
         self.shapes = list(shapes)
+        self._plan = [(s.gpus, s.models, s.cpu_m, s.gpu_milli, w) for s, w in self.shapes]
+        """The shapes as plain tuples: a miss reads every shape, and a new pod shape misses
+        once per distinct node state."""
         self._memo: dict[tuple[int, tuple[int, ...], str], float] = {}
         self._sorted_memo: dict[tuple[int, tuple[int, ...], str], float] = {}
 
@@ -88,22 +91,24 @@ class Fragmentation:
         return value
 
     def _compute(self, cpu_free: int, gpus: tuple[int, ...], model: str) -> float:
-        idle = sum(g for g in gpus if g > 0)
+        idle = 0
+        for g in gpus:
+            if g > 0:
+                idle += g
         by_milli: dict[int, tuple[int, int]] = {}  # per-GPU size -> (devices fitting, small sum)
         value = 0.0
-        for shape, weight in self.shapes:
-            if not shape.gpus or (shape.models and model not in shape.models):
+        for need, models, cpu_m, milli, weight in self._plan:
+            if not need or (models and model not in models) or cpu_free < cpu_m:
                 value += weight * idle
                 continue
-            if cpu_free < shape.cpu_m:
-                value += weight * idle
-                continue
-            fit = by_milli.get(shape.gpu_milli)
+            fit = by_milli.get(milli)
             if fit is None:
-                m = shape.gpu_milli
-                fit = by_milli[m] = (
-                    sum(1 for g in gpus if g >= m),
-                    sum(g for g in gpus if 0 < g < m),
-                )
-            value += weight * (idle if fit[0] < shape.gpus else fit[1])
+                fitting = small = 0
+                for g in gpus:
+                    if g >= milli:
+                        fitting += 1
+                    elif g > 0:
+                        small += g
+                fit = by_milli[milli] = (fitting, small)
+            value += weight * (idle if fit[0] < need else fit[1])
         return value
