@@ -205,8 +205,9 @@ class ClusterState:
         return self._gpu_tuples[i]
 
     def _interned_links(self, links: Links | None) -> tuple[Links | None, int]:
-        """The one object for this link matrix: nodes of a kind report equal ones, and a
-        policy can then tell them equal by identity instead of comparing 64 numbers."""
+        """The one object for this link matrix and its key (None, -1 for no links): nodes
+        of a kind report equal ones, and a policy can then group them by key in numpy
+        instead of comparing 64 numbers per node."""
         if links is None:
             return None, -1
         interned = self._links.get(links)
