@@ -25,10 +25,11 @@ from common.schema import NodeReport
 from coordinator.config import CoordinatorSettings
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.scoring import livefilters, registry
-from coordinator.scoring.base import PodRequest, Policy, best_fit_devices
+from coordinator.scoring.base import Policy, best_fit_devices
 from coordinator.scoring.engine import Engine
 from coordinator.state.cluster import ClusterState, NodeSpec, Placement
 from coordinator.state.kubeobjects import ObjectError, node_spec, pod_request
+from coordinator.state.podrequest import PodRequest
 from coordinator.state.reports import signals_of
 from coordinator.state.signals import UNKNOWN, NodeSignals
 

@@ -24,9 +24,9 @@ from aiohttp import web
 from coordinator.config import CoordinatorSettings
 from coordinator.extender.wire import WireError, error_body, parse_json, to_json
 from coordinator.live import LiveCluster
-from coordinator.scoring.base import PodRequest
 from coordinator.services import SERVICES, Services
 from coordinator.state.kubeobjects import ObjectError, node_spec, pod_request
+from coordinator.state.podrequest import PodRequest
 
 log = logging.getLogger(__name__)
 

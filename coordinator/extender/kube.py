@@ -47,8 +47,8 @@ from coordinator.extender.handling import (
     read_json,
     request_of,
 )
-from coordinator.scoring.base import PodRequest
 from coordinator.services import Services
+from coordinator.state.podrequest import PodRequest
 
 PREFIX: Final = "/scheduler"
 MAX_BODY_B: Final = 16 * MIB

@@ -12,60 +12,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from coordinator.state.cluster import MILLI_PER_GPU, ClusterState, Placement
-
-
-@dataclass(frozen=True, slots=True)
-class PodRequest:
-    """What a pod asks for, as the scheduler counts it.
-
-    ``gpus`` devices, each giving ``gpu_milli`` (1000 = a whole GPU; below 1000 a shared
-    GPU); ``gpu_models`` lists the GPU models it accepts (empty = any).
-    """
-
-    name: str
-    cpu_m: int
-    mem_b: int
-    gpus: int = 0
-    gpu_milli: int = 0
-    gpu_models: frozenset[str] = field(default_factory=frozenset)
-    contiguous_b: int = 0
-    """Memory it needs in blocks of 2 MiB or more (hugepage requests, or the opt-in
-    annotation); 0 for ordinary pods, whose memory can come from anywhere."""
-    batch: bool = False
-    """Throughput work that can wait: kept off nodes already running hot."""
-    numa_aligned: bool = False
-    """Guaranteed with whole CPUs: kubelet's topology manager may pin it to one NUMA node."""
-
-    def __post_init__(self) -> None:
-        if self.cpu_m < 0 or self.mem_b < 0 or self.gpus < 0 or self.contiguous_b < 0:
-            raise ValueError(f"{self.name}: negative request")
-        if self.gpus and not 0 < self.gpu_milli <= MILLI_PER_GPU:
-            raise ValueError(f"{self.name}: gpu_milli must be in 1..1000 when GPUs are requested")
-        if not self.gpus and self.gpu_milli:
-            raise ValueError(f"{self.name}: gpu_milli without GPUs")
-
-    @property
-    def gpu_total_milli(self) -> int:
-        return self.gpus * self.gpu_milli
-
-    @property
-    def sharing(self) -> bool:
-        """One GPU, shared with other pods."""
-        return self.gpus == 1 and self.gpu_milli < MILLI_PER_GPU
-
-    @property
-    def tag(self) -> str | None:
-        """The GPU pod kind GPU clustering groups by; None for CPU-only pods."""
-        if not self.gpus:
-            return None
-        return "share-gpu" if self.sharing else f"{self.gpus}-gpu"
+from coordinator.state.podrequest import PodRequest
 
 
 def best_fit_devices(gpus: npt.NDArray[np.int64], count: int, milli: int) -> tuple[int, ...]:

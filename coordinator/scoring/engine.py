@@ -15,8 +15,9 @@ from collections.abc import Hashable, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring.base import Policy
 from coordinator.state.cluster import ClusterState, Placement
+from coordinator.state.podrequest import PodRequest
 
 _INITIAL_COLUMNS = 64
 MAX_CACHED_SHAPES = 256

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from coordinator.scoring.base import PodRequest
+from coordinator.state.podrequest import PodRequest
 
 TYPICAL_COVERAGE: Final = 0.95
 

@@ -23,8 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.config import SignalSettings
-from coordinator.scoring.base import PodRequest
 from coordinator.state.cluster import ClusterState
+from coordinator.state.podrequest import PodRequest
 
 MIB: Final = 2**20
 ALIGNING_POLICIES: Final = frozenset({"single-numa-node", "restricted"})

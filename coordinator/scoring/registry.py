@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from common.errors import ConfigError
-from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring.base import Policy
 from coordinator.scoring.fragmentation import Fragmentation, typical_shapes
 from coordinator.scoring.policies import (
     best_fit,
@@ -29,6 +29,7 @@ from coordinator.scoring.policies import (
     volcano_binpack,
 )
 from coordinator.scoring.resources import ResourceWeights
+from coordinator.state.podrequest import PodRequest
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from common.errors import ConfigError
-from coordinator.scoring.base import PodRequest
 from coordinator.state.cluster import MILLI_PER_GPU, ClusterState
+from coordinator.state.podrequest import PodRequest
 
 GPU: Final = "nvidia.com/gpu"
 KNOWN: Final = ("cpu", "memory", GPU)

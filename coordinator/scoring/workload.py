@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Final
 
-from coordinator.scoring.base import PodRequest
 from coordinator.scoring.fragmentation import Shape, typical_shapes
+from coordinator.state.podrequest import PodRequest
 
 # Before enough GPU pods were seen, assume the CPU per GPU of the FGD authors' trace
 # (about 11.6 cores per GPU); it only steers until real data replaces it.

@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from common import podspec, quantity
 from common.errors import QuantityError
-from coordinator.scoring.base import PodRequest
 from coordinator.state.cluster import MILLI_PER_GPU, NodeSpec
+from coordinator.state.podrequest import PodRequest
 
 GPU_MODEL_LABELS: Final = ("stowage.io/gpu-model", "nvidia.com/gpu.product")
 GPU_MILLI: Final = "stowage.io/gpu-milli"

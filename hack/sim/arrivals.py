@@ -24,8 +24,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.scoring.base import PodRequest
 from coordinator.state.cluster import NodeSpec
+from coordinator.state.podrequest import PodRequest
 from hack.sim.trace import MIB, TraceError
 
 INFLATION: Final = 1.3

@@ -31,8 +31,8 @@ from typing import Final
 import numpy as np
 
 from common.errors import ConfigError
-from coordinator.scoring.base import PodRequest
 from coordinator.state.cluster import NodeSpec
+from coordinator.state.podrequest import PodRequest
 from hack.sim import trace
 from hack.sim.trace import TraceError
 

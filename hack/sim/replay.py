@@ -18,10 +18,11 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring.base import Policy
 from coordinator.scoring.engine import Engine
 from coordinator.scoring.fragmentation import Fragmentation
 from coordinator.state.cluster import ClusterState, NodeSpec, Placement
+from coordinator.state.podrequest import PodRequest
 from hack.sim.arrivals import Arrivals
 
 X_MAX: Final = 130

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from common.errors import StowageError
-from coordinator.scoring.base import PodRequest
 from coordinator.state.cluster import MILLI_PER_GPU, NodeSpec
+from coordinator.state.podrequest import PodRequest
 
 MIB: Final = 2**20
 NODE_COLUMNS: Final = ("sn", "cpu_milli", "memory_mib", "gpu", "model")

@@ -20,12 +20,12 @@ from coordinator.extender import kube, wire
 from coordinator.live import MAX_EXTENDER_SCORE, FilterResult, LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.scoring import livefilters
-from coordinator.scoring.base import PodRequest
 from coordinator.scoring.livefilters import ALIGNING_POLICIES, Rejection
 from coordinator.scoring.registry import POLICIES
 from coordinator.services import SERVICES, Services
 from coordinator.state.cluster import ClusterState
 from coordinator.state.kubeobjects import GPU_MILLI, pod_request
+from coordinator.state.podrequest import PodRequest
 from coordinator.state.signals import NodeSignals
 from tests.coordinator.extender.kubejson import pod
 from tests.hosts import FakeClock

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.scoring.base import PodRequest
 from coordinator.state.cluster import NodeSpec
+from coordinator.state.podrequest import PodRequest
 from hack.sim import arrivals, trace
 from tests.sim.simfiles import OPENB, need
 

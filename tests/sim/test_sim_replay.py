@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from coordinator.scoring import registry
-from coordinator.scoring.base import PodRequest
 from coordinator.scoring.fragmentation import Fragmentation, Shape
 from coordinator.state.cluster import NodeSpec
+from coordinator.state.podrequest import PodRequest
 from hack.sim import replay
 from hack.sim.arrivals import Arrivals
 from hack.sim.replay import Events

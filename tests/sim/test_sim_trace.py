@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.scoring.base import PodRequest
 from coordinator.state.cluster import NodeSpec
+from coordinator.state.podrequest import PodRequest
 from hack.sim import trace
 from hack.sim.trace import TraceError
 from tests.sim.simfiles import NODE_HEADER, OPENB, POD_HEADER, need, write_csv

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Final
 
-from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring.base import Policy
 from coordinator.state.cluster import ClusterState
+from coordinator.state.podrequest import PodRequest
 
 NAME: Final = "best-fit"
 MAX_SPEC_CPU_M: Final = 128_000

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Final
 
-from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring.base import Policy
 from coordinator.scoring.policies.best_fit import MAX_SPEC_CPU_M, MAX_SPEC_GPU_MILLI
 from coordinator.state.cluster import ClusterState
+from coordinator.state.podrequest import PodRequest
 
 NAME: Final = "dot-product"
 

@@ -17,9 +17,10 @@ from typing import Final
 
 import numpy as np
 
-from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring.base import Policy
 from coordinator.scoring.fragmentation import Fragmentation
 from coordinator.state.cluster import ClusterState
+from coordinator.state.podrequest import PodRequest
 
 NAME: Final = "fgd"
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Final
 
-from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring.base import Policy
 from coordinator.state.cluster import MILLI_PER_GPU, ClusterState
+from coordinator.state.podrequest import PodRequest
 
 NAME: Final = "gpu-packing"
 

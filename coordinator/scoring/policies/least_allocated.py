@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring.base import Policy
 from coordinator.scoring.resources import ResourceWeights, weighted_average
 from coordinator.state.cluster import ClusterState
+from coordinator.state.podrequest import PodRequest
 
 NAME: Final = "least-allocated"
 

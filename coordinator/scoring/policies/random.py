@@ -13,8 +13,9 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring.base import Policy
 from coordinator.state.cluster import ClusterState
+from coordinator.state.podrequest import PodRequest
 
 NAME: Final = "random"
 

@@ -39,11 +39,12 @@ import numpy as np
 import numpy.typing as npt
 
 from common.errors import ConfigError
-from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring.base import Policy
 from coordinator.scoring.fragmentation import Fragmentation
 from coordinator.scoring.policies.fgd import after_take
 from coordinator.scoring.workload import WorkloadModel
 from coordinator.state.cluster import MILLI_PER_GPU, ClusterState, Placement
+from coordinator.state.podrequest import PodRequest
 from coordinator.state.signals import Links
 
 NAME: Final = "stowage"

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Final
 
-from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring.base import Policy
 from coordinator.scoring.resources import ResourceWeights, capacity_and_used, request_of
 from coordinator.state.cluster import ClusterState
+from coordinator.state.podrequest import PodRequest
 
 NAME: Final = "volcano-binpack"
 

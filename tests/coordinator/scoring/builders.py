@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from coordinator.scoring.base import PodRequest
 from coordinator.state.cluster import ClusterState, NodeSpec, Placement
+from coordinator.state.podrequest import PodRequest
 
 GIB = 1 << 30
 

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.scoring.base import PodRequest
 from coordinator.scoring.engine import Engine
 from coordinator.scoring.registry import POLICIES, PolicyContext, build_policy
 from coordinator.state.cluster import ClusterState, NodeSpec, Placement
+from coordinator.state.podrequest import PodRequest
 from coordinator.state.signals import NodeSignals
 from tests.coordinator.scoring.builders import GIB
 

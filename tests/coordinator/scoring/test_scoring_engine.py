@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from coordinator.scoring import engine as engine_module
-from coordinator.scoring.base import PodRequest, Policy
+from coordinator.scoring.base import Policy
 from coordinator.scoring.engine import Engine
 from coordinator.scoring.policies.best_fit import BestFit
 from coordinator.scoring.registry import PolicyContext, build_policy
 from coordinator.state.cluster import ClusterState, Placement
+from coordinator.state.podrequest import PodRequest
 from coordinator.state.signals import UNKNOWN, NodeSignals
 from tests.coordinator.scoring.builders import GIB, cluster, occupy, pod
 

@@ -9,9 +9,9 @@ import random
 
 import numpy as np
 
-from coordinator.scoring.base import PodRequest
 from coordinator.scoring.policies.stowage import Stowage
 from coordinator.state.cluster import ClusterState
+from coordinator.state.podrequest import PodRequest
 from tests.coordinator.test_prioritize_speedpaths import random_cluster, random_pod
 
 LIVE = ("pressure_points", "contiguity_points", "nvlink_points")

@@ -9,11 +9,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from coordinator.scoring.base import PodRequest
 from coordinator.scoring.engine import Engine
 from coordinator.scoring.fragmentation import Shape
 from coordinator.scoring.registry import PolicyContext, build_policy
 from coordinator.state.cluster import ClusterState, NodeSpec, Placement
+from coordinator.state.podrequest import PodRequest
 from coordinator.state.signals import UNKNOWN, NodeSignals
 from tests.coordinator.scoring.builders import GIB, cluster, occupy, pod
 

@@ -9,7 +9,7 @@ from common.clock import SystemClock
 from coordinator.config import CoordinatorSettings, PolicySettings, SignalSettings
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
-from coordinator.scoring.base import PodRequest
+from coordinator.state.podrequest import PodRequest
 from hack.bench.ingest import gpu_node
 from hack.loadgen.reports import build_report
 
