@@ -1,7 +1,8 @@
 # Two entry points, both self-contained on a machine with only Python 3.11:
 #   make run   -> creates .venv on first use, runs the coordinator (built-in Kubernetes API
 #                 emulator) and this machine's agent, printing its node annotations
-#   make test  -> creates .venv on first use, runs ruff and the test suite
+#   make test  -> creates .venv on first use, runs ruff, the import layer contracts
+#                 (.importlinter) and the test suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -20,11 +21,13 @@ run: $(BIN)/stowage
 test: $(BIN)/stowage
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
 
 lint: $(BIN)/stowage
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 bench: $(BIN)/stowage
 	$(BIN)/python -m hack.bench.agent_cost
