@@ -170,6 +170,7 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
         services.leader,
         services.metrics,
     )
+    # Every writer other than the elector passes ``elector.fence`` right before each write.
     tasks = [asyncio.create_task(elector.run(), name="stowage-leader")]
     if settings.publisher.enabled:
         pub = publisher.Publisher(
@@ -178,6 +179,7 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
             settings.publisher,
             services.metrics,
             services.leader,
+            elector.fence,
         )
         tasks.append(asyncio.create_task(pub.run(), name="stowage-publisher"))
     yield

@@ -46,6 +46,11 @@ class CoordinatorMetrics:
         self.leader = Gauge(
             "stowage_leader", "1 while this replica holds the leader Lease.", registry=r
         )
+        self.publisher_ticks = Counter(
+            "stowage_publisher_ticks",
+            "Passes of the leader's publisher over the nodes (stops counting if it stalls).",
+            registry=r,
+        )
         self.policy_seconds = Histogram(
             "stowage_policy_duration_seconds",
             "Time a policy took to score the candidate nodes of one request.",

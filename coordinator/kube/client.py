@@ -7,7 +7,9 @@ retries would multiply a timeout.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import math
+from typing import TYPE_CHECKING, Any
 
 from common.errors import StowageError
 
@@ -16,11 +18,13 @@ if TYPE_CHECKING:
 
 
 class KubeError(StowageError):
-    """A Kubernetes API call failed; ``status`` is the HTTP status (0 = no answer)."""
+    """A Kubernetes API call failed; ``status`` is the HTTP status (0 = no answer) and
+    ``retry_after_s`` the server's ``Retry-After``, when it sent one (429, some 5xx)."""
 
-    def __init__(self, message: str, status: int = 0) -> None:
+    def __init__(self, message: str, status: int = 0, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after_s = retry_after_s
 
 
 def api_client(kubeconfig: str | None = None, host: str | None = None) -> ApiClient:
@@ -46,6 +50,33 @@ def translate(what: str, e: Exception) -> KubeError:
     from kubernetes.client.exceptions import ApiException
 
     if isinstance(e, ApiException):
-        reason = " ".join(str(e.reason or "").split())
-        return KubeError(f"{what}: HTTP {e.status} {reason}".rstrip(), e.status or 0)
+        reason = " ".join(str(_status_message(e.body) or e.reason or "").split())
+        return KubeError(
+            f"{what}: HTTP {e.status} {reason}".rstrip(),
+            e.status or 0,
+            _retry_after_s((e.headers or {}).get("Retry-After")),
+        )
     return KubeError(f"{what}: {type(e).__name__}: {e}", 0)
+
+
+def _status_message(body: Any) -> str | None:
+    """The ``message`` of the ``Status`` object the API server answers errors with: it
+    names what is wrong (``namespaces "x" not found``), the HTTP reason does not."""
+    try:
+        found = json.loads(body)
+    except (TypeError, ValueError):
+        return None
+    message = found.get("message") if isinstance(found, dict) else None
+    return message if isinstance(message, str) and message else None
+
+
+def _retry_after_s(header: str | None) -> float | None:
+    """``Retry-After`` in seconds; the API server sends whole seconds (an HTTP date, which
+    it never sends, is ignored: the caller's own backoff applies)."""
+    if header is None:
+        return None
+    try:
+        seconds = float(header)
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None

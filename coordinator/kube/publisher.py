@@ -2,7 +2,9 @@
 
 A node is patched only when a published number moved by more than ``change_pct`` points,
 its state (fresh/stale) changed, or ``heartbeat_s`` passed; patches are JSON merge patches
-on ``metadata.annotations`` and are rate-limited cluster-wide. Only the leader publishes.
+on ``metadata.annotations`` and are rate-limited cluster-wide. Only the leader publishes,
+and each patch first passes the lease's fence. A node whose patch is refused backs off on
+its own; an API server in trouble pauses every patch.
 Formats live in :mod:`common.annotations`.
 """
 
@@ -11,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from common import annotations as ann
 from coordinator.config import PublisherSettings
-from coordinator.kube.client import translate
+from coordinator.kube.client import KubeError, translate
+from coordinator.kube.leader import Fence, LeaseLost
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 
@@ -101,7 +103,71 @@ def due(
     return any(abs(v - old.numbers[k]) > settings.change_pct for k, v in new.numbers.items())
 
 
+class TokenBucket:
+    """The cluster-wide patch budget: ``rate`` patches a second, at most ``burst`` saved
+    up. Time comes in as an argument (the publisher's injected monotonic clock), so the
+    refill is exact under a fake clock."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self._rate = rate
+        self._burst = burst
+        self.tokens = burst
+        self._last: float | None = None
+
+    def refill(self, now_mono: float) -> None:
+        """Add what accrued since the last refill (nothing on the first)."""
+        if self._last is not None:
+            elapsed = max(0.0, now_mono - self._last)
+            self.tokens = min(self._burst, self.tokens + elapsed * self._rate)
+        self._last = now_mono
+
+    def take(self) -> bool:
+        """Spend one patch, if there is one to spend."""
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+NODE_BACKOFF_S = 1.0
+"""A node whose patch was refused waits this long, doubling with each refusal ..."""
+NODE_BACKOFF_CAP_S = 300.0
+"""... up to this (the default heartbeat): a node the API server does not know costs one
+patch every five minutes, not one a tick."""
+HOLD_S = 1.0
+"""After the API server said it is overloaded or failing (429, 5xx, no answer), all
+patching pauses this long, doubling ..."""
+HOLD_CAP_S = 60.0
+"""... up to this; a ``Retry-After`` the server sent is honoured instead, up to the same."""
+PATCH_TIMEOUT_S = 10.0
+"""A patch with no answer by then counts as failed (it may still land: merge patches of
+the same values are idempotent, and the node stays due until one is confirmed)."""
+
+
+def is_server_trouble(status: int) -> bool:
+    """Whether a failed write says the API server (or the way to it) is in trouble, rather
+    than that this node's patch was refused: every node would fail alike, so all pause."""
+    return status in (0, 401, 429) or status >= 500
+
+
+@dataclass
+class _Refused:
+    """A node whose last patch the API server refused (404 gone, 403 forbidden, 409, 422)."""
+
+    failures: int
+    retry_at: float  # monotonic
+
+
 class Publisher:
+    """Writes due nodes each tick within the patch budget, checking the lease's fence right
+    before each write.
+
+    Nodes whose patches were refused back off each on its own (doubling, capped, without
+    jitter: they are tried only after every node in good standing, so even many of them
+    retrying in the same tick cannot take the budget from a node that accepts patches).
+    Server trouble (429/5xx/no answer) pauses all patching, for ``Retry-After`` when the
+    server gave one."""
+
     def __init__(
         self,
         cluster: LiveCluster,
@@ -109,43 +175,47 @@ class Publisher:
         settings: PublisherSettings,
         metrics: CoordinatorMetrics,
         leader: asyncio.Event,
+        fence: Fence,
     ) -> None:
         self._cluster = cluster
         self._patch = patch
         self._settings = settings
         self._metrics = metrics
         self._leader = leader
+        self._fence = fence
         self._published: dict[str, _Published] = {}
-        self._tokens = settings.max_patches_per_s
+        self._refused: dict[str, _Refused] = {}
+        self._bucket = TokenBucket(settings.max_patches_per_s, settings.max_patches_per_s)
+        self._held_until = -math.inf
+        self._holds = 0
 
     async def run(self) -> None:
-        last = time.monotonic()
+        clock = self._cluster.clock
         while True:
             if not self._leader.is_set():
                 # Another replica may lead meanwhile and write its own values: a new term
                 # trusts nothing this one wrote before, so every node is written afresh.
                 self._published.clear()
                 await self._leader.wait()
-            now_mono = time.monotonic()
-            self._tokens = min(
-                self._settings.max_patches_per_s,
-                self._tokens + (now_mono - last) * self._settings.max_patches_per_s,
-            )
-            last = now_mono
-            await self.publish_due(self._cluster.clock.wall(), now_mono)
+            await self.publish_due(clock.wall(), clock.monotonic())
+            self._metrics.publisher_ticks.inc()
             await asyncio.sleep(TICK_S)
 
     async def publish_due(self, now: float, now_mono: float) -> int:
         """Patch the nodes that are due, within the rate budget; return how many."""
         cluster = self._cluster
-        if cluster.state is None:
+        self._bucket.refill(now_mono)
+        if cluster.state is None or now_mono < self._held_until:
             return 0
-        for name in list(self._published):
-            if name not in cluster.specs:
-                del self._published[name]
+        for gone in [n for n in self._published if n not in cluster.specs]:
+            del self._published[gone]
+        for gone in [n for n in self._refused if n not in cluster.specs]:
+            del self._refused[gone]
+        in_good_standing = [n for n in cluster.specs if n not in self._refused]
+        retrying = [n for n, r in self._refused.items() if now_mono >= r.retry_at]
         patched = 0
-        for name in list(cluster.specs):
-            if self._tokens < 1 or not self._leader.is_set():
+        for name in in_good_standing + retrying:
+            if not self._leader.is_set():
                 break
             summary = summarize(cluster, name, now)
             previous = self._published.get(name)
@@ -155,17 +225,48 @@ class Publisher:
             if ann.size_b(body) > ann.BUDGET_B:
                 log.error("node %s: annotations over %d bytes, not written", name, ann.BUDGET_B)
                 continue
-            self._tokens -= 1
+            if not self._bucket.take():
+                break
             try:
-                await asyncio.to_thread(self._patch, name, body)
+                await asyncio.to_thread(self._fenced_patch, name, body)
+            except LeaseLost as e:
+                log.warning("%s", e)
+                break
             except Exception as e:
                 self._metrics.patches.labels("error").inc()
-                log.warning("%s", translate(f"patch node {name}", e))
+                error = e if isinstance(e, KubeError) else translate(f"patch node {name}", e)
+                if is_server_trouble(error.status):
+                    self._hold(error, now_mono)
+                    break
+                self._refuse(name, error, now_mono)
                 continue
             self._metrics.patches.labels("ok").inc()
             self._published[name] = _Published(summary, now_mono)
+            self._refused.pop(name, None)
+            self._holds = 0
             patched += 1
         return patched
+
+    def _fenced_patch(self, name: str, body: dict[str, Any]) -> None:
+        """The write, in the worker thread: the fence is checked as late as it can be."""
+        self._fence.check(f"patch node {name}")
+        self._patch(name, body)
+
+    def _refuse(self, name: str, error: KubeError, now_mono: float) -> None:
+        refused = self._refused.get(name)
+        failures = 1 if refused is None else refused.failures + 1
+        delay = min(NODE_BACKOFF_CAP_S, NODE_BACKOFF_S * 2 ** (failures - 1))
+        self._refused[name] = _Refused(failures, now_mono + delay)
+        if refused is None:  # once per node, not once per retry
+            log.warning("%s; retrying with backoff (up to %gs)", error, NODE_BACKOFF_CAP_S)
+
+    def _hold(self, error: KubeError, now_mono: float) -> None:
+        self._holds += 1
+        delay = min(HOLD_CAP_S, HOLD_S * 2 ** (self._holds - 1))
+        if error.retry_after_s is not None:
+            delay = min(HOLD_CAP_S, error.retry_after_s)
+        self._held_until = now_mono + delay
+        log.warning("%s; pausing all patches for %gs", error, delay)
 
 
 def _body(summary: Summary, previous: _Published | None) -> dict[str, Any]:
@@ -190,6 +291,11 @@ def merge_patcher(api_client: Any) -> Callable[[str, dict[str, Any]], None]:
     core = client.CoreV1Api(api_client)
 
     def patch(name: str, body: dict[str, Any]) -> None:
-        core.patch_node(name, body, _content_type="application/merge-patch+json")
+        core.patch_node(
+            name,
+            body,
+            _content_type="application/merge-patch+json",
+            _request_timeout=PATCH_TIMEOUT_S,
+        )
 
     return patch

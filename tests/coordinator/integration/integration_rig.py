@@ -379,9 +379,12 @@ async def eventually(
         await asyncio.sleep(every_s)
 
 
-async def publisher_ticks(n: int = 3) -> None:
-    """Give the publisher ``n`` chances to act (used before checking it did nothing)."""
-    await asyncio.sleep(n * PUBLISHER_TICK_S)
+async def publisher_ticks(coordinator: Coordinator, n: int = 3) -> None:
+    """Wait until the leader's publisher has made ``n`` more passes over the nodes (at
+    least ``n - 1`` of them wholly after this call), before checking it did nothing."""
+    ticks = "stowage_publisher_ticks_total"
+    target = coordinator.metric(ticks) + n
+    await eventually(lambda: coordinator.metric(ticks) >= target, f"{n} publisher ticks")
 
 
 KUBECTL = shutil.which("kubectl")

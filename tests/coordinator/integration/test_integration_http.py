@@ -162,7 +162,7 @@ async def test_refused_reports_change_nothing(api: rig.RecordingKubeApi, start: 
         got, reply = await c.report(body, token)
         assert got == status, (outcome, reply)
         assert "error" in json.loads(reply)
-    await rig.publisher_ticks(3)
+    await rig.publisher_ticks(c, 3)
     assert (dict(c.cluster.last_report_at), dict(c.cluster.signals)) == before[:2]
     assert {n: api.annotations(n) for n in annotations} == annotations
     writes = [s for s in api.seen[len(before[2]) :] if s.method == "PATCH"]

@@ -46,7 +46,7 @@ async def test_a_contiguity_change_is_patched_exactly_once_and_kubectl_reads_it(
             rig.node_report(NODE, free_2mib_b=free, seq=seq), token
         )
         assert status == 200
-        await rig.publisher_ticks(3)
+        await rig.publisher_ticks(coordinator, 3)
     assert coordinator.cluster.signals[NODE].contiguous_2mib_b == 21 * GIB
     assert len(api.patches(NODE)) == 2
     assert rig.contiguity(api.annotations(NODE)) == "20.00Gi"
@@ -57,7 +57,7 @@ async def test_a_contiguity_change_is_patched_exactly_once_and_kubectl_reads_it(
     await rig.eventually(
         lambda: rig.contiguity(api.annotations(NODE)) == "10.00Gi", "the change published"
     )
-    await rig.publisher_ticks(3)
+    await rig.publisher_ticks(coordinator, 3)
     patches = api.patches(NODE)
     assert len(patches) == 3
     assert {p.agent for p in patches} == {coordinator.agent}

@@ -7,6 +7,7 @@ from common import annotations as ann
 from common.schema import SCHEMA_VERSION, Absent, MemfragSection, NodeContiguity, NodeReport
 from coordinator.config import CoordinatorSettings, PublisherSettings
 from coordinator.kube import publisher
+from coordinator.kube.leader import Fence
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from tests.hosts import FakeClock
@@ -45,9 +46,12 @@ def setup(**publisher_settings):
     patches: list[tuple[str, dict]] = []
     leader = asyncio.Event()
     leader.set()
+    # These tests are about damping: the lease, renewed now, stays held for their span.
+    fence = Fence(renew_deadline_s=1e6, monotonic=clock.monotonic)
+    fence.renewed(clock.monotonic())
     pub = publisher.Publisher(
         cluster, lambda n, body: patches.append((n, body)), settings.publisher,
-        cluster.metrics, leader,
+        cluster.metrics, leader, fence,
     )  # fmt: skip
     return clock, cluster, pub, patches
 
@@ -95,11 +99,10 @@ async def test_heartbeat_and_staleness():
 
 async def test_rate_limit_and_followers_do_not_publish():
     clock, cluster, pub, patches = setup(max_patches_per_s=1)
-    pub._tokens = 1
     await pub.publish_due(clock.wall(), clock.monotonic())
     assert len(patches) == 1  # one token: one node now, the other on a later tick
     pub._leader.clear()
-    pub._tokens = 10
+    clock.advance(10)
     await pub.publish_due(clock.wall(), clock.monotonic())
     assert len(patches) == 1
 
