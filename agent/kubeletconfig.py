@@ -22,11 +22,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from agent.kernelfiles import parse_cpulist
-from common import quantity
-from common.errors import QuantityError
+from common import config, quantity
+from common.errors import ConfigError, QuantityError
 from common.schema import KubeletSettings
 
 DEFAULT_EVICTION_MEMORY_B: Final = 100 * 2**20
@@ -49,11 +47,16 @@ class Reservations:
 
 
 def load(path: Path) -> dict[str, Any]:
-    """Parse the YAML file; raise KubeletConfigError if it is not a mapping."""
+    """Parse the YAML file; raise KubeletConfigError if it is not a mapping.
+
+    Read with the settings files' bounds (:func:`common.config.read_yaml`): a FIFO, a
+    device, a huge or non-UTF-8 file or an alias bomb is an error naming the file,
+    never a hang, a crash or a runaway allocation.
+    """
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise KubeletConfigError(f"{path}: invalid YAML: {str(e).splitlines()[0]}") from e
+        data = config.read_yaml(path)
+    except ConfigError as e:
+        raise KubeletConfigError(str(e)) from e
     if not isinstance(data, dict):
         raise KubeletConfigError(f"{path}: expected a KubeletConfiguration mapping")
     kind = data.get("kind")

@@ -37,7 +37,6 @@ import logging
 import random
 import ssl
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Final
 
 import aiohttp
@@ -48,6 +47,7 @@ from agent.settings import ReporterSettings
 from common import codec
 from common.clock import Clock, SystemClock
 from common.errors import ConfigError, SchemaError, StowageError
+from common.files import read_regular
 from common.schema import Directives, NodeReport
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,8 @@ REPORTS_PATH: Final = "/v1/reports"
 CONTENT_TYPE: Final = "application/msgpack"
 _MAX_REPLY_B: Final = 64 * 1024
 """Directives encode to ~100 bytes; a bigger reply is a misrouted request, not directives."""
+MAX_TOKEN_B: Final = 64 * 1024
+"""Largest token file read; a projected service-account token is about 1 KiB."""
 
 
 class ReportError(StowageError):
@@ -257,12 +259,16 @@ class Reporter:
         return directives
 
     def _read_token(self) -> str | None:
-        """The bearer token as the file holds it now; errors never quote the file's content."""
+        """The bearer token as the file holds it now; errors never quote the file's content.
+
+        Read on the event loop, so through :func:`common.files.read_regular`: a FIFO in
+        the token's place must fail this send, not block every task of the agent.
+        """
         path = self._settings.token_file
         if path is None:
             return None
         try:
-            token = Path(path).read_text(encoding="utf-8").strip()
+            token = read_regular(path, MAX_TOKEN_B).decode("utf-8").strip()
         except OSError as e:
             raise ReportError("token", f"cannot read token file {path} ({e.strerror})") from e
         except UnicodeDecodeError as e:

@@ -8,17 +8,20 @@ and returns its section of the report. Two outcomes besides success:
 * :class:`CollectorError` — a real failure (permission denied, a parse error). The section
   becomes ``Absent("error: …")`` and the failure is logged and counted.
 
-:func:`run_one` runs a collector in a worker thread under a timeout and turns every
-outcome, including a bug, into a section or an ``Absent``: one collector never breaks
-another or the report.
+:meth:`Runner.run_one` runs a collector in a worker thread under a deadline and turns
+every outcome, including a bug or a hang, into a section or an ``Absent``: one collector
+never breaks another or the report.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
-import os
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,11 +29,17 @@ from typing import Any, Protocol
 from agent import metrics as agent_metrics
 from common import codec
 from common.errors import SchemaError
+from common.files import read_regular
 from common.schema import Absent
 
 log = logging.getLogger(__name__)
 
 _MAX_REASON = 300
+
+MAX_KERNEL_FILE_B = 8 * 2**20
+"""Most bytes read from one kernel file. The largest real ones (``/proc/zoneinfo`` with
+per-CPU page sets, ``/proc/stat``) stay under 1 MiB on machines with a thousand CPUs;
+anything bigger is not the file the collector expects."""
 
 
 class NoData(Exception):  # noqa: N818 - a control signal, not an error (see module docstring)
@@ -56,22 +65,18 @@ class Collector(Protocol):
 
 
 def read_text(path: Path | str) -> str:
-    """Read a kernel file; OSError becomes CollectorError naming the path.
+    """Read a kernel file; any failure becomes CollectorError naming the path.
 
     A missing file is a real failure here; collectors that treat absence as "not on
-    this node" check for it first and raise :class:`NoData`. Plain ``os.read`` costs a
-    third of ``Path.read_text`` (no buffered text layer), and an agent reads dozens of
-    these files every cycle.
+    this node" check for it first and raise :class:`NoData`. Read through
+    :func:`common.files.read_regular`: a FIFO, a device or an endless file in place of a
+    kernel file fails at once (``--proc-root`` may point anywhere, and a host path may
+    be tampered with) instead of blocking the collector thread or exhausting memory.
+    Plain ``os.read`` costs a third of ``Path.read_text`` (no buffered text layer), and
+    an agent reads dozens of these files every cycle.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            chunks = []
-            while chunk := os.read(fd, 65536):
-                chunks.append(chunk)
-        finally:
-            os.close(fd)
-        return b"".join(chunks).decode()
+        return read_regular(path, MAX_KERNEL_FILE_B).decode()
     except (OSError, UnicodeDecodeError) as e:
         raise CollectorError(f"read {path}: {getattr(e, 'strerror', None) or e}") from e
 
@@ -92,40 +97,99 @@ def _collect_valid(collector: Collector) -> Any:
     return codec.validate(collector.collect())
 
 
+class _Lane:
+    """One daemon worker thread that runs jobs in order and hands results to the loop.
+
+    Not a ``ThreadPoolExecutor``: the interpreter joins its workers at exit, so a single
+    collector stuck in a read would keep ``--once`` (or a SIGTERM'd agent) from ever
+    exiting. A daemon thread is abandoned at exit instead.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self.thread.start()
+
+    def submit(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._jobs.put((fn, loop, future))
+        return future
+
+    def retire(self) -> None:
+        """Let the thread end after the job it is running, however long that takes."""
+        self._jobs.put(None)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, loop, future = job
+            try:
+                outcome: tuple[Any, BaseException | None] = (fn(), None)
+            except Exception as e:  # handed to the task awaiting the job
+                outcome = (None, e)
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(_settle, future, *outcome)
+
+
+_Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
 @dataclass
 class Runner:
-    """Runs collectors off the event loop, with timeouts, timing and one log line per
-    state change.
+    """Runs collectors off the event loop, each under a deadline, with timing and one log
+    line per state change.
 
-    Collectors that only read kernel files share one worker thread and run one after
-    another: running them concurrently costs more CPU in thread switches than the reads
-    themselves. A collector that may block on something outside the kernel (NVML, the
-    network) gets a thread of its own (``isolated``), so a hang there stalls only it.
+    Collectors that only read kernel files share one worker thread (a *lane*) and run
+    one after another: running them concurrently costs more CPU in thread switches than
+    the reads themselves. A collector that may block on something outside the kernel
+    (NVML, the network) gets a lane of its own (``isolated``).
+
+    A collector that misses its deadline costs only its own section
+    (``Absent("timeout: …")``). Threads cannot be killed, so its lane is *retired*: the
+    thread finishes the stuck job whenever it returns, then ends, and the next
+    collector on that lane gets a fresh thread — nobody queues behind the stuck one.
+    Until the stuck job returns, that collector is skipped (``Absent("busy: …")``)
+    rather than started again, so each collector holds at most one stuck thread and the
+    threads stay bounded by the number of collectors, however long the hang lasts.
     """
 
     metrics: agent_metrics.AgentMetrics
     timeout_s: float = 5.0
     _last_state: dict[str, str] = field(default_factory=dict)
     _busy: set[str] = field(default_factory=set)
-    _threads: dict[str, ThreadPoolExecutor] = field(default_factory=dict)
+    _lanes: dict[str, _Lane] = field(default_factory=dict)
 
     async def run_one(self, collector: Collector, *, isolated: bool = False) -> Any:
         """Collect one section; never raises (except cancellation)."""
         name = collector.name
         if name in self._busy:
             return self._absent(name, "busy: previous collection still running", error=True)
+        key = name if isolated else "shared"
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane(f"stowage-collect-{key}")
         self._busy.add(name)
+        job = lane.submit(functools.partial(_collect_valid, collector))
+        job.add_done_callback(functools.partial(self._finished, name))
         timer = self.metrics.collector_duration.labels(name).time()
-        executor = self._executor(name if isolated else "shared")
-        loop = asyncio.get_running_loop()
-        thread = loop.run_in_executor(executor, _collect_valid, collector)
-        thread.add_done_callback(lambda _: self._busy.discard(name))
         try:
             with timer:
-                section = await asyncio.wait_for(asyncio.shield(thread), self.timeout_s)
+                section = await asyncio.wait_for(asyncio.shield(job), self.timeout_s)
         except NoData as e:
             return self._absent(name, e.reason, error=False)
         except TimeoutError:
+            if self._lanes.get(key) is lane:
+                del self._lanes[key]
+                lane.retire()
             return self._absent(
                 name, f"timeout: collection took over {self.timeout_s:g} s", error=True
             )
@@ -141,18 +205,16 @@ class Runner:
         return section
 
     def close(self) -> None:
-        """Stop the worker threads (a hung one is abandoned, not waited for)."""
-        for executor in self._threads.values():
-            executor.shutdown(wait=False, cancel_futures=True)
-        self._threads.clear()
+        """Let the worker threads end (a stuck one is abandoned, not waited for)."""
+        for lane in self._lanes.values():
+            lane.retire()
+        self._lanes.clear()
 
-    def _executor(self, key: str) -> ThreadPoolExecutor:
-        executor = self._threads.get(key)
-        if executor is None:
-            executor = self._threads[key] = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"stowage-collect-{key}"
-            )
-        return executor
+    def _finished(self, name: str, job: asyncio.Future[Any]) -> None:
+        """The job returned, possibly long after its deadline: the collector may run again."""
+        self._busy.discard(name)
+        if not job.cancelled():
+            job.exception()  # retrieved: a late failure was already reported as a timeout
 
     def _absent(self, name: str, reason: str, *, error: bool) -> Absent:
         reason = reason[:_MAX_REASON]

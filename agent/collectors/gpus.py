@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import msgspec
 
-from agent.collectors.base import CollectorError, NoData
+from agent.collectors.base import CollectorError, NoData, read_text
 from agent.settings import AgentSettings
 from common.clock import Clock
 from common.schema import GpuDevice, GpuSection, MigDevice
@@ -343,8 +343,8 @@ class GpuCollector:
             return None
         path = self._sys_root / "bus" / "pci" / "devices" / bdf / "numa_node"
         try:
-            node = int(path.read_text().strip())
-        except (OSError, ValueError):
+            node = int(read_text(path).strip())
+        except (CollectorError, ValueError):
             return None
         return _bounded(node, _MAX_INDEX)
 

@@ -7,12 +7,11 @@ A test checks these names against the modules in ``coordinator/scoring/policies`
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from common import config
 from common.errors import ConfigError
 from coordinator.scoring.base import Policy
 from coordinator.scoring.fragmentation import Fragmentation, typical_shapes
@@ -119,34 +118,8 @@ def build_policy(
 
 
 def parse_args(policy: str, args_type: type, raw: Mapping[str, Any]) -> Any:
-    """Build an arguments dataclass from a mapping, refusing unknown keys and wrong types."""
+    """Build an arguments dataclass from a mapping with the settings loader: unknown keys
+    and wrong types are refused, named ``policy.key``."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{policy}: arguments must be a mapping")
-    fields = {f.name: f for f in dataclasses.fields(args_type)}
-    hints = typing.get_type_hints(args_type)
-    for key, value in raw.items():
-        if key not in fields:
-            known = ", ".join(fields) or "none"
-            raise ConfigError(f"{policy}.{key}: unknown argument; known: {known}")
-        _check_type(f"{policy}.{key}", hints[key], value)
-    try:
-        return args_type(**raw)
-    except ConfigError as e:
-        raise ConfigError(f"{policy}: {e}") from e
-
-
-def _check_type(where: str, tp: Any, value: Any) -> None:
-    origin = typing.get_origin(tp)
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping")
-        _, value_tp = typing.get_args(tp)
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise ConfigError(f"{where}: keys must be strings")
-            _check_type(f"{where}.{k}", value_tp, v)
-        return
-    if tp is float and isinstance(value, int) and not isinstance(value, bool):
-        return
-    if isinstance(value, bool) != (tp is bool) or not isinstance(value, tp):
-        raise ConfigError(f"{where}: expected {tp.__name__}, got {type(value).__name__}")
+    return config.build(args_type, raw, where=policy)
