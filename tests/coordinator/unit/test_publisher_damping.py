@@ -42,7 +42,8 @@ def setup(**publisher_settings):
     settings = CoordinatorSettings()
     settings = dataclasses.replace(settings, publisher=PublisherSettings(**publisher_settings))
     cluster = LiveCluster(settings, clock, CoordinatorMetrics())
-    cluster.upsert_nodes([node("a"), node("b")])
+    for name in ("a", "b"):
+        cluster.upsert_node(node(name))
     patches: list[tuple[str, dict]] = []
     leader = asyncio.Event()
     leader.set()
