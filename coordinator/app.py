@@ -32,13 +32,18 @@ log = logging.getLogger(__name__)
 API_CLIENT = web.AppKey("api_client", object)
 
 
-def make_app(services: Services, api_client: Any | None = None) -> web.Application:
+def make_app(
+    services: Services, api_client: Any | None = None, *, kube_scheduler: bool = True
+) -> web.Application:
     """The application; with ``api_client`` (the kubernetes client) it also watches the
-    cluster, without it the node set comes only from extender requests and tests."""
+    cluster, without it the node set comes only from extender requests and tests.
+    ``kube_scheduler=False`` leaves the kube-scheduler extender to :func:`make_extender_app`
+    on a listener of its own."""
     app = web.Application(client_max_size=services.settings.ingest.max_body_b)
     app[SERVICES] = services
     ingest.add_routes(app)
-    kube_extender.add_routes(app)
+    if kube_scheduler:
+        kube_extender.add_routes(app)
     volcano_extender.add_routes(app)
     debug.add_routes(app)
     app.router.add_get("/healthz", healthz)
@@ -51,6 +56,17 @@ def make_app(services: Services, api_client: Any | None = None) -> web.Applicati
         app[API_CLIENT] = api_client
         app.cleanup_ctx.append(_watches)
         app.cleanup_ctx.append(_leadership)
+    return app
+
+
+def make_extender_app(services: Services) -> web.Application:
+    """The kube-scheduler extender alone (``/scheduler/*``), for a listener of its own
+    that asks callers for a client certificate. Volcano's extender plugin has no TLS
+    client settings, so ``/volcano/*`` stays with :func:`make_app`. Background tasks run
+    in the main application only; this one shares its :class:`Services`."""
+    app = web.Application(client_max_size=services.settings.ingest.max_body_b)
+    app[SERVICES] = services
+    kube_extender.add_routes(app)
     return app
 
 

@@ -147,6 +147,64 @@ class LeaderSettings:
             )
 
 
+def _check_address(key: str, value: str) -> None:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigError(f"{key}: {value!r} is not HOST:PORT")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSettings:
+    """The HTTP listeners: bounds on slow and numerous clients, TLS, and where the
+    kube-scheduler extender is served (``common/listener.py`` says why each bound)."""
+
+    read_timeout_s: float = 10.0
+    """Longest time to receive a request's headers and body, from the connection's accept
+    or the request's first byte: a client trickling bytes is cut off then, however
+    steadily it trickles. A 1 MiB report takes milliseconds on a cluster network."""
+    keepalive_timeout_s: float = 120.0
+    """An idle kept-alive connection is closed after this; longer than the agents' (15 s)
+    and kube-scheduler's (90 s) own client keep-alive, so that they close first."""
+    max_connections: int = 4096
+    """Most connections open at once on each listener; more wait in the accept queue.
+    Every agent keeps one open to every replica: two per node of a 2,000-node cluster.
+    The open-file limit is raised to fit it (or the cap lowered, with a warning)."""
+    extender_listen: str | None = None
+    """``HOST:PORT`` of a second listener for the kube-scheduler extender
+    (``/scheduler/*``), which then leaves the main one; with ``tls_client_ca_file`` it
+    takes only callers with a client certificate (mutual TLS), while agents keep
+    reporting to the main listener with their tokens."""
+    tls_cert_file: str | None = None
+    """PEM certificate (chain) served over TLS on every listener; with ``tls_key_file``.
+    Agents then need the CA in their ``reporter.ca_file``."""
+    tls_key_file: str | None = None
+    """PEM private key of ``tls_cert_file``."""
+    tls_client_ca_file: str | None = None
+    """PEM CA bundle: the extender listener requires a client certificate it signed
+    (kube-scheduler's ``tlsConfig.certFile``/``keyFile``). Needs ``extender_listen``
+    and the server certificate."""
+
+    def __post_init__(self) -> None:
+        _positive(
+            "server",
+            read_timeout_s=self.read_timeout_s,
+            keepalive_timeout_s=self.keepalive_timeout_s,
+            max_connections=self.max_connections,
+        )
+        if self.extender_listen is not None:
+            _check_address("server.extender_listen", self.extender_listen)
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ConfigError("server.tls_cert_file and server.tls_key_file go together")
+        if self.tls_client_ca_file is not None and (
+            self.extender_listen is None or self.tls_cert_file is None
+        ):
+            raise ConfigError(
+                "server.tls_client_ca_file: needs server.extender_listen and"
+                " server.tls_cert_file (client certificates are asked on the extender"
+                " listener; agents report to the main one with their tokens)"
+            )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinatorSettings:
     listen: str = "0.0.0.0:8080"
@@ -156,8 +214,7 @@ class CoordinatorSettings:
     kube: KubeSettings = field(default_factory=KubeSettings)
     publisher: PublisherSettings = field(default_factory=PublisherSettings)
     leader: LeaderSettings = field(default_factory=LeaderSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
 
     def __post_init__(self) -> None:
-        host, _, port = self.listen.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(f"listen: {self.listen!r} is not HOST:PORT")
+        _check_address("listen", self.listen)

@@ -2,6 +2,22 @@
 
 ``--standalone`` (see ``hack/standalone.py``) runs the same server against a built-in
 Kubernetes API emulator instead of a cluster.
+
+The coordinator serves one listener, or two (:func:`build_listeners`):
+
+* the main one (``listen``): agents' reports, which authenticate with their bearer tokens,
+  Volcano's extender, health, metrics and ``/debug``;
+* with ``server.extender_listen``, a second one for the kube-scheduler extender
+  (``/scheduler/*``), which then leaves the main one. With ``server.tls_client_ca_file``
+  it asks every caller for a client certificate that CA signed (mutual TLS, as
+  kube-scheduler's extender ``tlsConfig`` offers). Mutual TLS gets a listener of its own
+  so that agents need no client certificates: asking for one on the main listener would
+  turn every agent away, while a certificate *offered* but optional would let any caller
+  without one through. Volcano's extender plugin has no TLS client settings, so it stays
+  on the main listener.
+
+Both are :class:`common.listener.Listener`: a total read deadline per request, an idle
+timeout and a cap on open connections, so slow clients cannot starve the others.
 """
 
 from __future__ import annotations
@@ -9,14 +25,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import logging
 import signal
 import sys
 from collections.abc import Coroutine
 from typing import Any
 
-from aiohttp import web
-
 from common import config as config_loader
+from common import listener
 from common.clock import SystemClock
 from common.errors import ConfigError
 from coordinator import app as coordinator_app
@@ -27,6 +43,8 @@ from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.services import Services
 
+log = logging.getLogger(__name__)
+
 
 def settings_from(args: argparse.Namespace) -> CoordinatorSettings:
     settings = config_loader.load_file(CoordinatorSettings, args.config)
@@ -35,6 +53,13 @@ def settings_from(args: argparse.Namespace) -> CoordinatorSettings:
         changes["listen"] = args.listen
     if args.kubeconfig:
         changes["kube"] = dataclasses.replace(settings.kube, kubeconfig=args.kubeconfig)
+    server = {
+        name: getattr(args, name)
+        for name in ("extender_listen", "tls_cert_file", "tls_key_file", "tls_client_ca_file")
+        if getattr(args, name, None)
+    }
+    if server:
+        changes["server"] = dataclasses.replace(settings.server, **server)
     return dataclasses.replace(settings, **changes) if changes else settings
 
 
@@ -63,7 +88,7 @@ def run(server: Coroutine[Any, Any, None], settings: CoordinatorSettings) -> int
         print(f"stowage coordinator: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        print(f"stowage coordinator: error: {settings.listen}: {e.strerror or e}", file=sys.stderr)
+        print(f"stowage coordinator: error: {e.strerror or e}", file=sys.stderr)
         return 2
     return 0
 
@@ -77,19 +102,69 @@ async def serve(settings: CoordinatorSettings, cluster: LiveCluster, client: Any
         cluster=cluster,
         authenticator=auth.build_authenticator(settings, lambda: client),
     )
-    app = coordinator_app.make_app(services, client)
-    host, _, port = settings.listen.rpartition(":")
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5.0)
-    await runner.setup()
+    listeners = build_listeners(settings, services, client)
     main_task = asyncio.current_task()
     assert main_task is not None
     # SIGTERM (a pod being stopped) shuts down as cleanly as Ctrl-C: the leader gives
     # its Lease back so a follower takes over at once.
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+    started: list[listener.Listener] = []
     try:
-        await web.TCPSite(runner, host.strip("[]"), int(port)).start()
-        print(f"stowage coordinator serving on http://{settings.listen}", file=sys.stderr)
+        for site, serves in listeners:
+            await site.start()
+            started.append(site)
+            print(f"stowage coordinator serving{serves} on {site.url}", file=sys.stderr)
         await asyncio.Event().wait()  # until cancelled
     finally:
-        await runner.cleanup()
+        for site in reversed(started):  # the main one, with the background tasks, last
+            await site.stop()
         client.close()
+
+
+def build_listeners(
+    settings: CoordinatorSettings, services: Services, client: Any | None
+) -> list[tuple[listener.Listener, str]]:
+    """The listeners ``settings`` ask for, not started, the main one first, each with
+    what it serves in words for the banner (nothing for the main one). Each gets
+    ``server.max_connections``, or its share of what the process's open-file limit fits
+    (with a warning)."""
+    server = settings.server
+    wanted = server.max_connections
+    count = 1 if server.extender_listen is None else 2
+    fits = listener.fit_connections(wanted * count) // count
+    if fits < wanted:
+        log.warning(
+            "the open-file limit fits %d connections per listener, not max_connections=%d",
+            fits,
+            wanted,
+        )
+    limits = listener.Limits(
+        read_timeout_s=server.read_timeout_s,
+        keepalive_timeout_s=server.keepalive_timeout_s,
+        max_connections=min(wanted, fits),
+    )
+    tls = None
+    if server.tls_cert_file is not None and server.tls_key_file is not None:
+        tls = listener.server_tls(server.tls_cert_file, server.tls_key_file)
+    split = server.extender_listen is not None
+    app = coordinator_app.make_app(services, client, kube_scheduler=not split)
+    host, port = _address(settings.listen)
+    found = [(listener.Listener(app, host, port, limits, tls=tls), "")]
+    if server.extender_listen is not None:
+        if server.tls_client_ca_file is not None:
+            assert server.tls_cert_file is not None and server.tls_key_file is not None
+            tls = listener.server_tls(
+                server.tls_cert_file, server.tls_key_file, server.tls_client_ca_file
+            )
+        host, port = _address(server.extender_listen)
+        extender = listener.Listener(
+            coordinator_app.make_extender_app(services), host, port, limits, tls=tls
+        )
+        mutual = " (client certificates required)" if server.tls_client_ca_file else ""
+        found.append((extender, f" the kube-scheduler extender{mutual}"))
+    return found
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)

@@ -10,6 +10,18 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--listen", metavar="HOST:PORT", help="address to serve on (default from the config)")
+    add(
+        "--extender-listen",
+        metavar="HOST:PORT",
+        help="serve the kube-scheduler extender (/scheduler/*) here instead of on --listen",
+    )
+    add("--tls-cert-file", metavar="PEM", help="serve HTTPS with this certificate (chain)")
+    add("--tls-key-file", metavar="PEM", help="the private key of --tls-cert-file")
+    add(
+        "--tls-client-ca-file",
+        metavar="PEM",
+        help="require client certificates signed by this CA on the extender listener (mTLS)",
+    )
     add("--config", type=Path, help="YAML settings file (see coordinator/config.py)")
     add("--kubeconfig", help="kubeconfig file (default: in-cluster service account)")
     add(
