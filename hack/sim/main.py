@@ -1,7 +1,12 @@
 """``stowage sim``: replay node and pod lists under several policies and seeds.
 
-    stowage sim --nodes nodes.csv --pods pods.csv --policies best-fit,fgd,stowage \\
+    stowage sim --nodes nodes.csv --pods pods.csv \\
+                --policies best-fit,fgd,stowage,stowage:reserve_gpu_cpu=true \\
                 --seeds 42-51 --out results/
+
+A policy entry is a name, optionally with arguments (``NAME:KEY=VALUE:KEY=VALUE``, each
+value a YAML scalar), so one run compares a policy with itself under other arguments; the
+whole entry labels its results.
 
 Seeds run in parallel processes. Writes ``results.csv`` (one row per workload, policy,
 seed and arrived-workload point), ``summary.md`` (unallocated GPU at 100 % and 130 %
@@ -17,8 +22,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from common.errors import ConfigError
 from coordinator.scoring import registry
+from coordinator.scoring.base import Policy
 from coordinator.scoring.fragmentation import Fragmentation, typical_shapes
 from hack.sim import arrivals, replay, report, trace
 from hack.sim.trace import TraceError
@@ -41,6 +49,30 @@ def parse_seeds(text: str) -> list[int]:
 
 def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
+
+
+def parse_policy(entry: str) -> tuple[str, dict[str, Any]]:
+    """``NAME[:KEY=VALUE…]`` → the policy name and its raw arguments (``true`` → True,
+    ``0.3`` → 0.3); the registry then checks the arguments strictly."""
+    name, *pairs = (part.strip() for part in entry.split(":"))
+    args: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = (part.strip() for part in pair.partition("="))
+        if not sep or not key or not value:
+            raise ConfigError(f"--policies {entry!r}: expected NAME:KEY=VALUE, got {pair!r}")
+        if key in args:
+            raise ConfigError(f"--policies {entry!r}: argument {key!r} is given twice")
+        try:
+            args[key] = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"--policies {entry!r}: {key}: not a YAML value") from e
+    return name, args
+
+
+def build_policy(entry: str, context: registry.PolicyContext | None = None) -> Policy:
+    """The policy a ``--policies`` entry names, built with the entry's arguments."""
+    name, args = parse_policy(entry)
+    return registry.build_policy(name, args, context)
 
 
 def workload_name(path: Path) -> str:
@@ -71,7 +103,7 @@ def simulate(nodes: Path, pods: Path, policy: str, seed: int) -> tuple[list[dict
     """One run in a worker process: its binned rows and pods scheduled per second."""
     node_specs = _nodes(nodes)
     workload = _pods(pods)
-    built = registry.build_policy(policy, None, registry.PolicyContext(workload, seed))
+    built = build_policy(policy, registry.PolicyContext(workload, seed))
     sequence = _arrivals(nodes, pods, seed)
     events = replay.run(node_specs, sequence, built, _measure(pods))
     total = sum(n.gpus for n in node_specs) * 1000
@@ -88,7 +120,7 @@ def main(args: argparse.Namespace) -> int:
         if len(set(policies)) != len(policies):
             raise ConfigError(f"--policies {args.policies!r}: a policy is listed twice")
         for policy in policies:
-            registry.build_policy(policy)  # an unknown name fails here, before any work
+            build_policy(policy)  # an unknown name or argument fails here, before any work
         seeds = parse_seeds(args.seeds)
         if not sum(n.gpus for n in _nodes(args.nodes)):
             raise TraceError(f"{args.nodes}: no node has a GPU")

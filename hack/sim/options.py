@@ -12,7 +12,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--nodes", type=Path, required=True, help="node list CSV")
     add("--pods", type=Path, required=True, action="append", help="pod list CSV (repeatable)")
-    add("--policies", required=True, help="comma list of policies")
+    add(
+        "--policies",
+        required=True,
+        help="comma list of policies, each NAME or NAME:KEY=VALUE[:KEY=VALUE] "
+        "(e.g. stowage:reserve_gpu_cpu=true)",
+    )
     add("--seeds", default="42-51", help="seeds: 42-51, or 42,43,50")
     add("--out", type=Path, required=True, help="output directory")
     add("--jobs", type=int, default=os.cpu_count() or 1, help="parallel processes")

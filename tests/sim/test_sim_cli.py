@@ -14,7 +14,7 @@ import pytest
 
 from cli.main import build_parser
 from common.errors import ConfigError
-from hack.sim.main import parse_seeds
+from hack.sim.main import parse_policy, parse_seeds
 from tests.sim.simfiles import NODE_HEADER, POD_HEADER, REPO, write_csv
 
 # benchmark protocol §5.5
@@ -157,6 +157,15 @@ def _policy_twice(tmp, nodes, pods):
     return ["--pods", pods, "--policies", "fgd,best-fit,fgd"], "a policy is listed twice"
 
 
+def _unknown_policy_argument(tmp, nodes, pods):
+    return ["--pods", pods, "--policies", "fgd,stowage:nope=1"], "stowage.nope: unknown setting"
+
+
+def _policy_argument_of_the_wrong_type(tmp, nodes, pods):
+    entry = "stowage:reserve_gpu_cpu=maybe"
+    return ["--pods", pods, "--policies", entry], "stowage.reserve_gpu_cpu: expected bool"
+
+
 def bad_run_args(files, case) -> tuple[list[str], str]:
     nodes, pods, out = files
     extra, expected = case(out.parent, nodes, pods)
@@ -181,7 +190,16 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(files, case):
     assert not files[2].exists()
 
 
-@pytest.mark.parametrize("case", [_no_pods_file, _cpu_only_nodes, _policy_twice])
+@pytest.mark.parametrize(
+    "case",
+    [
+        _no_pods_file,
+        _cpu_only_nodes,
+        _policy_twice,
+        _unknown_policy_argument,
+        _policy_argument_of_the_wrong_type,
+    ],
+)
 def test_more_bad_input_in_process(files, case, capsys):
     """The same checks without a process start each (the subprocess cases show that
     nothing else reaches stderr)."""
@@ -223,3 +241,59 @@ def test_parse_seeds(text, seeds):
 def test_parse_seeds_refuses(text, problem):
     with pytest.raises(ConfigError, match=problem):
         parse_seeds(text)
+
+
+# ------------------------------------------------------------ policy arguments
+
+
+@pytest.mark.parametrize(
+    ("entry", "parsed"),
+    [
+        ("stowage", ("stowage", {})),
+        ("stowage:reserve_gpu_cpu=true", ("stowage", {"reserve_gpu_cpu": True})),
+        (" fgd : coverage = 0.9 ", ("fgd", {"coverage": 0.9})),
+        ("stowage:relearn_max=128:reserve_gpu_cpu=false",
+         ("stowage", {"relearn_max": 128, "reserve_gpu_cpu": False})),
+    ],
+)  # fmt: skip
+def test_parse_policy(entry, parsed):
+    assert parse_policy(entry) == parsed
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ("stowage:reserve_gpu_cpu", "expected NAME:KEY=VALUE, got 'reserve_gpu_cpu'"),
+        ("stowage:=true", "expected NAME:KEY=VALUE"),
+        ("stowage:reserve_gpu_cpu=", "expected NAME:KEY=VALUE"),
+        ("stowage:coverage=0.9:coverage=0.8", "argument 'coverage' is given twice"),
+        ("stowage:coverage=[0.9", "coverage: not a YAML value"),
+    ],
+)
+def test_parse_policy_refuses(entry, problem):
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        parse_policy(entry)
+
+
+def test_one_run_reports_a_policy_under_both_arguments(tmp_path, capsys):
+    """A T4 node that V100 pods cannot use keeps its 4 GPUs whole and free, and they need
+    4 × 11 600 m CPU (the prior ρ) — more than its 40 000 m. Reserving that CPU refuses
+    every CPU-only pod; the default places them all (a handful of 1 000 m pods fit)."""
+    nodes = write_csv(tmp_path / "nodes.csv", NODE_HEADER, [("n0", 40000, 65536, 4, "T4")])
+    gpu = [(f"g{i}", 100, 1024, 1, 1000, "V100M16") for i in range(4)]
+    cpu = [(f"c{i}", 1000, 1024, 0, 0, "") for i in range(3)]
+    pods = write_csv(tmp_path / "openb_pod_list_tight.csv", POD_HEADER, gpu + cpu)
+    out = tmp_path / "out"
+    entries = ("stowage", "stowage:reserve_gpu_cpu=true")
+    args = build_parser().parse_args(
+        ["sim", "--nodes", str(nodes), "--pods", str(pods), "--policies", ",".join(entries),
+         "--seeds", "1", "--out", str(out), "--jobs", "1", "--no-plot"]
+    )  # fmt: skip
+    assert args.run(args) == 0, capsys.readouterr().err
+    with (out / "results.csv").open(newline="") as f:
+        rows = sorted(csv.DictReader(f), key=lambda r: int(r["x"]))
+    last = {r["policy"]: r for r in rows}  # each policy's row at the end of the run
+    assert set(last) == set(entries)
+    assert last["stowage"]["failed_cpu"] == "0"
+    # The three listed CPU-only pods always arrive (clones may add more).
+    assert int(last["stowage:reserve_gpu_cpu=true"]["failed_cpu"]) >= 3

@@ -16,9 +16,11 @@ near-equal choices land on the same nodes (first fit by rank), which keeps other
 whole for large pods. M and ρ come only from pods already seen (never the future of a
 trace), refreshed at 64, 128, 256 … pods and then every ``relearn_max`` pods.
 
-CPU-only pods are admitted to a node only if it keeps enough CPU for the node's whole free
-GPUs (``reserve_gpu_cpu``): when a cluster runs out of CPU, the CPU-only pods wait rather
-than leave GPUs idle.
+With ``reserve_gpu_cpu`` (opt-in), CPU-only pods are admitted to a node only if it keeps
+enough CPU for the node's whole free GPUs: when a cluster runs out of CPU, the CPU-only
+pods wait rather than leave GPUs idle. Off by default because in a live cluster such a pod
+sits pending next to free CPU, which reads as a scheduler fault; the README gives the
+trade-off measured on the openb trace.
 
 Live signals adjust the score where an agent reported them (in a trace they are all
 unknown, and neutral): stall pressure above a threshold costs points, a pod that needs
@@ -71,12 +73,13 @@ class StowageArgs:
     """Points lost on a node whose free 2 MiB blocks are fewer than the pod needs."""
     nvlink_points: float = 5.0
     """Points won (all GPUs of the pod NVLink-connected) or lost (none connected)."""
-    reserve_gpu_cpu: bool = True
-    """Keep a CPU-only pod off a node where it would leave the node's whole free GPUs
-    without the CPU GPU pods bring (ρ per milli-GPU). While CPU is plentiful this changes
-    nothing (the pod goes where CPU is spare); when the cluster runs out of CPU, CPU-only
-    pods wait instead of stranding GPUs — the intent of tainting GPU nodes, applied only
-    where it matters. Set false to place CPU-only pods wherever they fit."""
+    reserve_gpu_cpu: bool = False
+    """Opt-in: keep a CPU-only pod off a node where it would leave the node's whole free
+    GPUs without the CPU GPU pods bring (ρ per milli-GPU). While CPU is plentiful this
+    changes nothing (the pod goes where CPU is spare); when the cluster runs out of CPU,
+    CPU-only pods wait instead of stranding GPUs — the intent of tainting GPU nodes, applied
+    only where it matters. Off by default: a pod left pending while a node shows free CPU
+    is what operators report as a broken scheduler."""
 
     def __post_init__(self) -> None:
         if not 0 < self.coverage <= 1:

@@ -9,6 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from coordinator.config import CoordinatorSettings
 from coordinator.scoring.engine import Engine
 from coordinator.scoring.fragmentation import Shape
 from coordinator.scoring.registry import PolicyContext, build_policy
@@ -363,13 +364,23 @@ def test_cpu_only_pods_keep_off_cpu_a_nodes_whole_gpus_need():
     specs = [NodeSpec("gpu", 20_000, 2**40, 1, "A"), NodeSpec("cpu-rich", 40_000, 2**40, 1, "A")]
     cpu_pod = PodRequest("c", 10_000, 0)
     state = ClusterState(specs)
-    reserving = Engine(state, build_policy("stowage"))
+    reserving = Engine(state, build_policy("stowage", {"reserve_gpu_cpu": True}))
     # 20 000 − 10 000 = 10 000 < 11 600 on "gpu": only "cpu-rich" (30 000 left) admits it.
     assert reserving.choose(cpu_pod).node == 1
     state.allocate(Placement(1, ()), 25_000, 0, 0, None)
     assert reserving.choose(cpu_pod) is None  # waits rather than strand a whole GPU
-    placing = Engine(state, build_policy("stowage", {"reserve_gpu_cpu": False}))
-    assert placing.choose(cpu_pod) is not None
+    placing = Engine(state, build_policy("stowage"))
+    assert placing.choose(cpu_pod) is not None  # off by default
     # A node whose GPU is in use has nothing to reserve for.
     state.allocate(Placement(0, (0,)), 1_000, 0, 1000, "1-gpu")
     assert reserving.choose(cpu_pod).node == 0
+
+
+def test_the_live_coordinator_places_cpu_only_pods_next_to_free_gpus_by_default():
+    """A CPU-only pod left pending while a GPU node shows free CPU is the complaint the
+    reservation would cause in a live cluster: the coordinator's default settings keep it off."""
+    settings = CoordinatorSettings()
+    state = ClusterState([NodeSpec("gpu", 20_000, 2**40, 1, "A")])
+    engine = Engine(state, build_policy(settings.policy.name, settings.policy.args))
+    # 20 000 − 10 000 leaves less than the 11 600 m one whole free GPU would need.
+    assert engine.choose(PodRequest("c", 10_000, 0)).node == 0
