@@ -105,6 +105,9 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self._failing: str | None = None
+        self._timeout = {"_request_timeout": settings.renew_deadline_s}
+        """Each Lease call gives up by the renew deadline, as client-go bounds a renewal:
+        an answer later than that could not keep the lease anyway."""
         self.fence = Fence(settings.renew_deadline_s, monotonic)
         """What every writer other than this elector checks right before each write."""
 
@@ -164,7 +167,7 @@ class LeaderElector:
 
         name = self._settings.lease_name
         try:
-            lease = self._api.read_namespaced_lease(name, self._namespace)
+            lease = self._api.read_namespaced_lease(name, self._namespace, **self._timeout)
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -173,7 +176,7 @@ class LeaderElector:
                 spec=self._spec(transitions=0, acquired=_now_micro()),
             )
             try:
-                self._api.create_namespaced_lease(self._namespace, body)
+                self._api.create_namespaced_lease(self._namespace, body, **self._timeout)
             except ApiException as conflict:
                 if conflict.status == 409:
                     return False  # another replica created it first
@@ -192,7 +195,7 @@ class LeaderElector:
         acquired = spec.acquire_time if mine else _now_micro()
         lease.spec = self._spec(transitions, acquired)
         try:
-            self._api.replace_namespaced_lease(name, self._namespace, lease)
+            self._api.replace_namespaced_lease(name, self._namespace, lease, **self._timeout)
         except ApiException as e:
             if e.status == 409:
                 return False  # someone else wrote it since we read it
@@ -213,11 +216,15 @@ class LeaderElector:
     def _release(self) -> None:
         """Hand the Lease back (empty holder) so a follower need not wait it out."""
         try:
-            lease = self._api.read_namespaced_lease(self._settings.lease_name, self._namespace)
+            lease = self._api.read_namespaced_lease(
+                self._settings.lease_name, self._namespace, **self._timeout
+            )
             if lease.spec.holder_identity != self._identity:
                 return
             lease.spec.holder_identity = ""
             lease.spec.lease_duration_seconds = 1
-            self._api.replace_namespaced_lease(self._settings.lease_name, self._namespace, lease)
+            self._api.replace_namespaced_lease(
+                self._settings.lease_name, self._namespace, lease, **self._timeout
+            )
         except Exception as e:
             log.warning("%s", translate("release lease", e))

@@ -12,7 +12,9 @@ one that runs in a cluster, with the official ``kubernetes`` client and ``kubect
 * watches replaying a bounded change history, with 410 Expired once it has moved on;
 * ``pods/eviction`` with the PodDisruptionBudget rules (201, 429, 500, dry run);
 * ``tokenreviews`` with pod-bound tokens, node-name extras and audiences;
-* optional bearer-token authentication of the API itself.
+* optional bearer-token authentication of the API itself;
+* injected faults (``api.faults``): error Status answers (409, 429 with Retry-After, 5xx),
+  slow answers, watches cut mid-stream or ended by an in-band 410.
 
 Why our own and not ``kmock``: kmock's ``KubernetesEmulator`` is a generic object store
 (``resourceVersion: '...'``, no 410, no subresources), so what we need from an apiserver
@@ -30,7 +32,8 @@ with the default columns; continue tokens do not pin a snapshot.
 
 Layout: ``store`` (objects, resourceVersion, history), ``crud`` (routing and the generic
 verbs), ``watch``, ``patch``, ``selectors``, ``eviction``, ``tokens``, ``discovery``,
-``table``, ``validation``, ``objects`` (builders), ``server`` (``KubeApi``), ``__main__``.
+``table``, ``validation``, ``faults``, ``objects`` (builders), ``server`` (``KubeApi``),
+``__main__``.
 """
 
 from hack.kubeapi.server import KubeApi

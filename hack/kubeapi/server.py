@@ -25,8 +25,9 @@ from typing import Any
 
 from aiohttp import web
 
-from hack.kubeapi import crud, discovery, errors, objects, selectors
+from hack.kubeapi import crud, discovery, errors, faults, objects, selectors
 from hack.kubeapi.cluster import CLUSTER, Cluster
+from hack.kubeapi.faults import Faults
 from hack.kubeapi.resources import NAMESPACES, NODES, PDBS, PODS
 from hack.kubeapi.store import Obj, Store
 from hack.kubeapi.tokens import Identity, TokenBook
@@ -75,11 +76,13 @@ class KubeApi:
         )
         for name in DEFAULT_NAMESPACES:
             self.store.create(NAMESPACES, objects.namespace(name))
+        self.faults = Faults()
+        """Failures to inject (:mod:`hack.kubeapi.faults`); none unless a test adds them."""
         self.url = ""
         self._runner: web.AppRunner | None = None
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[authenticate])
+        app = web.Application(middlewares=[authenticate, faults.middleware(self.faults)])
         app[CLUSTER] = self.cluster
         discovery.add_routes(app)
         app.router.add_route("*", "/api/{version}/{tail:.+}", crud.dispatch)

@@ -14,7 +14,8 @@ Semantics follow the apiserver's watch cache:
 * ``sendInitialEvents=true`` (watch-list): the current objects as ADDED whatever the
   resourceVersion, then a BOOKMARK annotated ``k8s.io/initial-events-end``.
 
-A watch ends at ``timeoutSeconds``, when the client goes away, or on server shutdown.
+A watch ends at ``timeoutSeconds``, when the client goes away, on server shutdown, or as
+an injected fault (:mod:`hack.kubeapi.faults`) says.
 """
 
 from __future__ import annotations
@@ -28,10 +29,19 @@ from aiohttp import web
 
 from hack.kubeapi import errors, selectors
 from hack.kubeapi.cluster import Cluster
+from hack.kubeapi.faults import WATCH_FAULT
 from hack.kubeapi.resources import Resource
 from hack.kubeapi.store import Change
 
 POLL_S = 0.5  # how often an idle stream checks that its client is still there
+
+
+class _Ended(Exception):  # noqa: N818 - control flow: an injected fault ended the stream
+    pass
+
+
+class _Cut(Exception):  # noqa: N818 - control flow: an injected fault cut the connection
+    pass
 
 
 def event(change: Change, matches: selectors.Matcher) -> dict[str, Any] | None:
@@ -88,8 +98,29 @@ async def stream(
     response.enable_chunked_encoding()
     await response.prepare(request)
 
+    fault = request.get(WATCH_FAULT)
+    sent = 0
+
     async def send(ev: dict[str, Any]) -> None:
+        nonlocal sent
         await response.write(json.dumps(ev, separators=(",", ":")).encode() + b"\n")
+        sent += 1
+        await injected()
+
+    async def injected() -> None:
+        """An injected fault, once its events went out: end the stream as it says."""
+        if fault is None or sent < fault.after:
+            return
+        if fault.kind == "expire_watch":
+            expired = errors.expired("too old resource version (injected fault)")
+            await response.write(
+                json.dumps({"type": "ERROR", "object": expired.status}).encode() + b"\n"
+            )
+            raise _Ended()
+        transport = request.transport
+        if transport is not None:
+            transport.abort()  # cut mid-stream: no final chunk
+        raise _Cut()
 
     def bookmark(rv: int, initial_end: bool = False) -> dict[str, Any]:
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
@@ -99,6 +130,7 @@ async def stream(
         return {"type": "BOOKMARK", "object": obj}
 
     try:
+        await injected()
         if raw_rv in ("", "0") or initial_events:
             items, last = cluster.store.list(res, namespace)
             for obj in items:
@@ -137,8 +169,10 @@ async def stream(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), timeout=min(max(wait_s, 0), POLL_S))
         await response.write_eof()
-    except (ConnectionError, RuntimeError):
-        pass  # the client went away mid-write
+    except _Ended:
+        await response.write_eof()
+    except (ConnectionError, RuntimeError, _Cut):
+        pass  # the client went away mid-write, or the connection was cut
     finally:
         unsubscribe()
         cluster.wakers.discard(waker)

@@ -106,7 +106,7 @@ class RecordingKubeApi(KubeApi):
 
     def app(self) -> web.Application:
         app = super().app()
-        app.middlewares.append(self._record)
+        app.middlewares.insert(0, self._record)  # outermost: injected faults are recorded too
         return app
 
     @web.middleware
