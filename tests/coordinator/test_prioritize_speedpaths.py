@@ -168,8 +168,10 @@ def random_cluster(seed: int, policy: str, nodes: int | None = None) -> LiveClus
     """Nodes of random sizes and models, bound pods, and fresh signals on most nodes;
     the same seed builds the same cluster."""
     rng = random.Random(seed)
+    # stowage reserving GPU nodes' CPU, so that its own refusal is compared too
+    args = {"reserve_gpu_cpu": True} if policy == "stowage" else {}
     settings = CoordinatorSettings(
-        policy=PolicySettings(name=policy),
+        policy=PolicySettings(name=policy, args=args),
         signals=SignalSettings(
             contiguity_threshold_b=rng.choice([0, 512 * MIB, 8 * GIB]),
             cpu_utilization_threshold_pct=rng.choice([50.0, 95.0, 100.0]),

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.config import CoordinatorSettings
+from coordinator.config import CoordinatorSettings, PolicySettings
 from coordinator.extender import kube
 from tests.coordinator.extender.conftest import MakeRig, Rig
 from tests.coordinator.extender.kubejson import GIB, MIB, NODES, POD_UID, node, pod
@@ -107,8 +107,18 @@ async def test_nodes_mode_updates_a_known_node_whose_size_changed(rig: Rig):
     assert rig.cluster.specs["node-a"].cpu_m == 1000
 
 
-async def test_the_default_policy_keeps_cpu_pods_off_gpu_nodes(make_rig: MakeRig):
+async def test_the_default_policy_places_cpu_pods_next_to_free_gpus(make_rig: MakeRig):
+    """A CPU-only pod is never left pending beside a GPU node's free CPU unless asked for."""
     rig = await make_rig(CoordinatorSettings())
+    body = {"Pod": pod(), "Nodes": None, "NodeNames": ["gpu-1", "node-a"]}
+    status, reply = await rig.post(FILTER, body)
+    assert status == 200
+    assert reply["NodeNames"] == ["gpu-1", "node-a"]
+    assert reply["FailedNodes"] == {}
+
+
+async def test_reserving_gpu_cpu_keeps_cpu_pods_off_gpu_nodes(make_rig: MakeRig):
+    rig = await make_rig(CoordinatorSettings(policy=PolicySettings(args={"reserve_gpu_cpu": True})))
     body = {"Pod": pod(), "Nodes": None, "NodeNames": ["gpu-1", "node-a"]}
     status, reply = await rig.post(FILTER, body)
     assert status == 200
