@@ -32,8 +32,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-MAX_EXTENDER_SCORE: Final = 10
-"""``extenderv1.MaxExtenderPriority``: kube-scheduler multiplies by weight × 10."""
+from coordinator.live import MAX_EXTENDER_SCORE
 
 # Volcano predicate codes (``pkg/scheduler/api/types.go``).
 SUCCESS: Final = 0
