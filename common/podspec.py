@@ -8,7 +8,8 @@ in a node report and in a scheduling decision.
 
 Quantities are summed exactly (:class:`fractions.Fraction`) and rounded up once at the
 end, as Go rounds ``MilliValue()``/``Value()`` of the summed quantity. A malformed or
-negative quantity raises :class:`~common.errors.QuantityError`.
+negative quantity raises :class:`~common.errors.QuantityError`, and so does a total beyond
+int64 milli-units, the range of any one quantity (:data:`common.quantity.MAX_MILLI`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def requests(pod: Pod) -> Amounts:
     pod_level = _requests_of(spec.get("resources"))
     total.update({k: v for k, v in pod_level.items() if k in _POD_LEVEL_RESOURCES})
     _add(total, _amounts(spec.get("overhead")))
-    return total
+    return _bounded(total, "requests")
 
 
 def limits(pod: Pod) -> Amounts:
@@ -64,7 +65,7 @@ def limits(pod: Pod) -> Amounts:
     for name, value in _amounts(spec.get("overhead")).items():
         if name in total:
             total[name] += value
-    return total
+    return _bounded(total, "limits")
 
 
 def qos_class(pod: Pod) -> str:
@@ -122,6 +123,17 @@ def _amounts(raw: Mapping[str, Any] | None) -> Amounts:
             raise QuantityError(f"{name}: negative quantity {text!r}")
         out[name] = value
     return out
+
+
+def _bounded(total: Amounts, what: str) -> Amounts:
+    """``total``, each amount within :data:`quantity.MAX_MILLI` like any one quantity:
+    containers within range each can add up past it, and the sums go into int64 arrays."""
+    for name, value in total.items():
+        if math.ceil(value * 1000) > quantity.MAX_MILLI:
+            raise QuantityError(
+                f"{name}: total {what} out of range (at most {quantity.MAX_MILLI} milli-units)"
+            )
+    return total
 
 
 def _requests_of(rr: Mapping[str, Any] | None) -> Amounts:

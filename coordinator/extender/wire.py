@@ -17,7 +17,10 @@ lower-case (``task``, ``node``, ``nodes``) and leaves ``TaskInfo``/``NodeInfo`` 
 (``{"status": …, "code": …}``, ``{"nodeScore": …, "errorMessage": …}``).
 
 Anything that does not have the expected shape raises :class:`WireError`, whose message
-names the field: the endpoints answer it as HTTP 400 before changing anything.
+names the field: the endpoints answer it as HTTP 400 before changing anything. That
+includes JSON nested deeper than :data:`MAX_JSON_DEPTH` (the decoder recurses once per
+level, so a body of nested brackets would otherwise end in ``RecursionError``) and amounts
+beyond what Kubernetes counts in int64 milli-units.
 """
 
 from __future__ import annotations
@@ -32,7 +35,15 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from common import quantity
 from coordinator.live import MAX_EXTENDER_SCORE
+
+MAX_JSON_DEPTH: Final = 100
+"""The deepest nesting of arrays and objects a request may have. The deepest real one, a
+Volcano prioritize call (body → nodes → NodeInfo → Tasks → TaskInfo → Pod → spec →
+affinity → … → values, or a Node's managedFields), nests about 15 levels; Go's decoder
+allows 10,000, but msgspec recurses per level within Python's recursion limit (1,000 frames,
+shared with the handler's own stack), so the bound is set well below that."""
 
 # Volcano predicate codes (``pkg/scheduler/api/types.go``).
 SUCCESS: Final = 0
@@ -57,11 +68,51 @@ _ENCODER: Final = msgspec.json.Encoder()
 
 def parse_json(body: bytes | msgspec.Raw) -> Any:
     """The JSON document in ``body``, as ``json.loads`` reads it but strict as Go is (no
-    NaN or Infinity) and several times faster: request bodies run to hundreds of KiB."""
+    NaN or Infinity) and several times faster: request bodies run to hundreds of KiB.
+    Nested deeper than :data:`MAX_JSON_DEPTH`, it is refused before it is decoded."""
+    check_depth(bytes(body))
+    return _decode(body)
+
+
+def _decode(body: bytes | msgspec.Raw) -> Any:
+    """:func:`parse_json` of a body whose depth is known to be within bounds."""
     try:
         return _DECODER.decode(body)
     except msgspec.DecodeError as e:
         raise WireError(f"body is not JSON: {e}") from e
+
+
+_NOT_STRUCTURE: Final = bytes(b for b in range(256) if b not in b'"[]{}')
+_STEP: Final = np.zeros(256, dtype=np.int8)
+_STEP[list(b"[{")] = 1
+_STEP[list(b"]}")] = -1
+_DEPTH_CHUNK: Final = 1 << 20
+"""Bytes of structure scanned at a time: the scan's arrays stay a few MiB at any body size."""
+
+
+def check_depth(body: bytes, limit: int = MAX_JSON_DEPTH) -> None:
+    """Raise :class:`WireError` if ``body`` nests arrays and objects deeper than ``limit``,
+    brackets inside strings not counted.
+
+    Cheap for what schedulers send: a body with no more opening brackets than ``limit``
+    cannot be deeper, and a count is a pass at memory speed. Otherwise escapes are dropped
+    (``\\\\`` pairs from the left, as JSON reads them, then ``\\"``), so every quote left
+    opens or closes a string; only quotes and brackets are kept, and numpy counts the depth
+    outside strings, a chunk at a time. Malformed JSON may be miscounted, but the decoder
+    refuses it either way."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return
+    if b"\\" in body:
+        body = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    structure = np.frombuffer(body.translate(None, _NOT_STRUCTURE), dtype=np.uint8)
+    depth = in_string = 0
+    for start in range(0, len(structure), _DEPTH_CHUNK):
+        chunk = structure[start : start + _DEPTH_CHUNK]
+        inside = (np.cumsum(chunk == ord('"'), dtype=np.int64) + in_string) & 1
+        levels = np.cumsum(np.where(inside, 0, _STEP[chunk]), dtype=np.int64) + depth
+        if levels.max() > limit:
+            raise WireError(f"body: nested deeper than {limit} levels")
+        depth, in_string = int(levels[-1]), int(inside[-1])
 
 
 def to_json(body: Any) -> bytes:
@@ -115,15 +166,17 @@ def _string(value: Any, where: str) -> str:
     return value
 
 
-def _amount(value: Any, where: str) -> float:
-    """A non-negative finite number (null reads as 0)."""
+def _amount(value: Any, where: str, most: int) -> int:
+    """A non-negative finite number of at most ``most`` (null reads as 0), rounded up."""
     if value is None:
-        return 0.0
+        return 0
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise WireError(f"{where}: expected a number, got {kind(value)}")
     if not math.isfinite(value) or value < 0:
         raise WireError(f"{where}: expected a non-negative number, got {value}")
-    return float(value)
+    if value > most:
+        raise WireError(f"{where}: {value} is out of range (at most {most})")
+    return math.ceil(value)
 
 
 def _pod(obj: Mapping[str, Any], where: str) -> Mapping[str, Any]:
@@ -202,14 +255,15 @@ class ExtenderArgsReader:
         self._names = CheckedNames()
 
     def read(self, body: bytes) -> ExtenderArgs:
+        check_depth(body)  # once, whole: the split below recurses too
         try:
             members = _TOP_LEVEL.decode(body)
         except msgspec.ValidationError:  # JSON, but not an object
-            return decode_extender_args(parse_json(body))
+            return decode_extender_args(_decode(body))
         except msgspec.DecodeError as e:
             raise WireError(f"body is not JSON: {e}") from e
         obj = {
-            key: self._names_of(raw) if key.casefold() == "nodenames" else parse_json(raw)
+            key: self._names_of(raw) if key.casefold() == "nodenames" else _decode(raw)
             for key, raw in members.items()
         }
         return decode_extender_args(obj)
@@ -220,7 +274,7 @@ class ExtenderArgsReader:
         try:
             names = CheckedNames(_NAMES.decode(raw))
         except msgspec.ValidationError:  # null, or not all strings: checked and named there
-            return parse_json(raw)
+            return _decode(raw)
         self._raw, self._names = bytes(raw), names
         return names
 
@@ -430,7 +484,8 @@ def _task(obj: Mapping[str, Any]) -> Task:
 
 def _pod_of_resreq(task: Mapping[str, Any]) -> dict[str, Any]:
     """A one-container Pod requesting what ``Resreq`` says (MilliCPU in millicores,
-    Memory in bytes, every ScalarResources entry in milli-units: 1 GPU = 1000).
+    Memory in bytes, every ScalarResources entry in milli-units: 1 GPU = 1000), each
+    within the range of a quantity (int64 milli-units), else a :class:`WireError` naming it.
 
     Resreq carries no limits, so such a pod is Burstable (or BestEffort if it asks for
     nothing): the NUMA-alignment filter, which needs Guaranteed, does not apply to it."""
@@ -439,18 +494,18 @@ def _pod_of_resreq(task: Mapping[str, Any]) -> dict[str, Any]:
         raise WireError("task: neither Pod nor Resreq")
     resreq = _object(raw, "task.Resreq")
     requests: dict[str, str] = {}
-    cpu_m = _amount(lookup(resreq, "MilliCPU"), "task.Resreq.MilliCPU")
-    mem_b = _amount(lookup(resreq, "Memory"), "task.Resreq.Memory")
+    cpu_m = _amount(lookup(resreq, "MilliCPU"), "task.Resreq.MilliCPU", quantity.MAX_MILLI)
+    mem_b = _amount(lookup(resreq, "Memory"), "task.Resreq.Memory", quantity.MAX_MILLI // 1000)
     if cpu_m:
-        requests["cpu"] = f"{math.ceil(cpu_m)}m"
+        requests["cpu"] = f"{cpu_m}m"
     if mem_b:
-        requests["memory"] = str(math.ceil(mem_b))
+        requests["memory"] = str(mem_b)
     scalars = lookup(resreq, "ScalarResources")
     if scalars is not None:
         for name, milli in _object(scalars, "task.Resreq.ScalarResources").items():
-            value = _amount(milli, f"task.Resreq.ScalarResources[{name!r}]")
-            if value:
-                requests[name] = f"{math.ceil(value)}m"
+            where = f"task.Resreq.ScalarResources[{name!r}]"
+            if value := _amount(milli, where, quantity.MAX_MILLI):
+                requests[name] = f"{value}m"
     annotations = lookup(task, "PodAnnotations")
     if annotations is not None:
         for key, value in _object(annotations, "task.PodAnnotations").items():
