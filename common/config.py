@@ -72,18 +72,21 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: {e.strerror or e}") from e
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 (byte {e.start} is {e.object[e.start]:#04x})") from e
-    loader = _BoundedLoader(text)
+    loader = None
     try:
+        loader = _BoundedLoader(text)  # checks for unprintable characters
         return loader.get_single_data()
     except yaml.MarkedYAMLError as e:
         where = f" (line {e.problem_mark.line + 1})" if e.problem_mark else ""
-        raise ConfigError(f"{path}: invalid YAML: {e.problem or e.context}{where}") from e
+        problem = ", ".join(part for part in (e.context, e.problem) if part)
+        raise ConfigError(f"{path}: invalid YAML: {problem}{where}") from e
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: invalid YAML: {str(e).splitlines()[0]}") from e
     except ValueError as e:  # a scalar PyYAML cannot build: a 5,000-digit int, a bad date
         raise ConfigError(f"{path}: invalid YAML value: {str(e)[:200]}") from e
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 class _BoundedLoader(yaml.SafeLoader):
