@@ -43,6 +43,7 @@ from aiohttp import hdrs, web
 from common import codec
 from common.errors import SchemaError
 from common.schema import SCHEMA_VERSION, Directives
+from coordinator import requestbody
 from coordinator.auth import AuthUnavailableError
 from coordinator.services import SERVICES, Services
 
@@ -149,15 +150,10 @@ def bearer_token(request: web.Request) -> str | None:
 
 async def read_bounded(request: web.Request, limit: int) -> bytes:
     """The body, refused with 413 as soon as it grows past ``limit`` bytes."""
-    stream = request.content
-    chunks: list[bytes] = []
-    size = 0
-    while chunk := await stream.readany():
-        size += len(chunk)
-        if size > limit:
-            raise Refused(413, "too_large", f"body exceeds {limit} bytes")
-        chunks.append(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    try:
+        return await requestbody.read(request, limit)
+    except requestbody.BodyTooLargeError as e:
+        raise Refused(413, "too_large", str(e)) from e
 
 
 def _shorten(message: str) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from coordinator import requestbody
 from coordinator.config import CoordinatorSettings
 from coordinator.extender.wire import WireError, error_body, parse_json, to_json
 from coordinator.live import LiveCluster
@@ -31,7 +32,6 @@ from coordinator.state.podrequest import PodRequest
 log = logging.getLogger(__name__)
 
 MIB = 2**20
-CHUNK_B = 64 * 1024
 
 Handler = Callable[[web.Request, Services], Awaitable[web.StreamResponse]]
 
@@ -63,17 +63,10 @@ async def read_json(request: web.Request, limit_b: int) -> Any:
 
 async def read_body(request: web.Request, limit_b: int) -> bytes:
     """The request's body, refusing (413) anything over ``limit_b`` bytes."""
-    too_large = WireError(f"body larger than {limit_b} bytes", status=413)
-    if request.content_length is not None and request.content_length > limit_b:
-        raise too_large
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.content.iter_chunked(CHUNK_B):
-        size += len(chunk)
-        if size > limit_b:
-            raise too_large
-        chunks.append(chunk)
-    return b"".join(chunks)
+    try:
+        return await requestbody.read(request, limit_b)
+    except requestbody.BodyTooLargeError as e:
+        raise WireError(str(e), status=413) from e
 
 
 def request_of(pod: Mapping[str, Any], settings: CoordinatorSettings) -> PodRequest:

@@ -224,7 +224,7 @@ async def test_the_largest_resreq_is_read_and_fits_nowhere(rig: Rig, path: str):
         assert reply == {"nodeScore": {"node-a": 0}, "errorMessage": ""}
 
 
-@pytest.mark.parametrize("amount", ["1e100", "1Ei", "-1", "NaN"])
+@pytest.mark.parametrize("amount", ["1e100", "1Ei", "NaN"])
 async def test_nodes_with_allocatable_beyond_range_are_400(rig: Rig, amount: str):
     big = node("new-1", "8", amount)
     body = {"Pod": pod("1", "1Gi"), "Nodes": {"items": [big]}}
