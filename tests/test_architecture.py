@@ -26,12 +26,13 @@ RUN_ON_IMPORT = frozenset({"hack.kubeapi.__main__"})
 # One interpreter imports everything once (so third-party packages are loaded), forgets
 # every project module, then forks a child per module: each child imports its module into
 # a sys.modules holding no project module at all, as a fresh interpreter would, at the
-# cost of a fork instead of an interpreter start and a numpy/aiohttp/kubernetes import.
+# cost of a fork instead of an interpreter start and a numpy/aiohttp/kubernetes import
+# (as many children at a time as there are CPUs).
 ISOLATED_IMPORTS = textwrap.dedent(
     """
     import importlib, json, os, sys, traceback, warnings
     warnings.simplefilter("error")
-    roots, modules = json.loads(sys.argv[1])
+    roots, modules, errors = json.loads(sys.argv[1])
     for name in modules:  # preload third-party packages; a failure is the child's to report
         try:
             importlib.import_module(name)
@@ -39,24 +40,25 @@ ISOLATED_IMPORTS = textwrap.dedent(
             pass
     for name in [m for m in sys.modules if m.split(".")[0] in roots]:
         del sys.modules[name]
-    failed = {}
-    for name in modules:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(read)
-            try:
-                importlib.import_module(name)
-            except BaseException:
-                os.write(write, traceback.format_exc().encode())
-                os._exit(1)
-            os._exit(0)
-        os.close(write)
-        with os.fdopen(read, "rb") as pipe:
-            error = pipe.read().decode()
-        _, status = os.waitpid(pid, 0)
+    running, failed, todo = {}, {}, list(modules)
+    while todo or running:
+        while todo and len(running) < (os.cpu_count() or 1):
+            name = todo.pop()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    importlib.import_module(name)
+                except BaseException:
+                    with open(os.path.join(errors, name), "w") as f:
+                        f.write(traceback.format_exc())
+                    os._exit(1)
+                os._exit(0)
+            running[pid] = name
+        pid, status = os.waitpid(-1, 0)
+        name = running.pop(pid)
         if status:
-            failed[name] = error or f"exit status {status}"
+            path = os.path.join(errors, name)
+            failed[name] = open(path).read() if os.path.exists(path) else f"status {status}"
     print(json.dumps(failed))
     """
 )
@@ -72,11 +74,11 @@ def test_import_contracts_are_kept(capsys):
     assert status == 0, capsys.readouterr().out
 
 
-def test_every_module_imports_on_its_own():
+def test_every_module_imports_on_its_own(tmp_path):
     modules = project_modules()
     assert {"coordinator.state.cluster", "agent.main", "hack.sim.replay"} <= set(modules)
     done = subprocess.run(
-        [sys.executable, "-c", ISOLATED_IMPORTS, json.dumps([ROOTS, modules])],
+        [sys.executable, "-c", ISOLATED_IMPORTS, json.dumps([ROOTS, modules, str(tmp_path)])],
         cwd=REPO,
         capture_output=True,
         text=True,
