@@ -42,8 +42,10 @@ PREFIX: Final = "/volcano"
 MAX_BODY_B: Final = 32 * MIB
 """A prioritize call carries every candidate ``NodeInfo``, each with its Node and the
 ``TaskInfo`` (and Pod) of every task on it."""
-SCORE_SCALE: Final = 10
-"""Our 0–10 to Volcano's 0–100 (``fwk.MaxNodeScore``), the scale binpack scores on."""
+MAX_NODE_SCORE: Final = 100
+"""Volcano's ``fwk.MaxNodeScore``: the scale binpack and the other plugins score on."""
+SCORE_SCALE: Final = MAX_NODE_SCORE // wire.MAX_EXTENDER_SCORE
+"""Our 0–10 to Volcano's 0–100."""
 
 
 @endpoint("volcano-predicate")
