@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import socket
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -522,6 +524,36 @@ async def test_token_never_appears_in_logs(
     assert len(reporter_lines(caplog)) >= 4
     assert SECRET not in caplog.text
     assert "spaces" not in caplog.text
+
+
+async def test_a_fifo_token_file_fails_the_send_without_blocking_the_agent(
+    aiohttp_server: Any, make_reporter: Factory, tmp_path: Path
+) -> None:
+    """The token is read on the event loop: a FIFO there must not stall every task."""
+    coord = Coordinator()
+    token = tmp_path / "token"
+    os.mkfifo(token)
+    passed = threading.Event()
+
+    def unblock_a_blocked_reader() -> None:
+        """Only a broken guard needs this: its read gets EOF and the test fails on the
+        message instead of hanging the run."""
+        if not passed.wait(30):
+            with open(token, "w"):
+                pass
+
+    threading.Thread(target=unblock_a_blocked_reader, daemon=True).start()
+    rep = await make_reporter(
+        await serve(aiohttp_server, coord), start=False, token_file=str(token)
+    )
+    try:
+        with pytest.raises(reporter.ReportError) as info:
+            await rep.send_once(make_report(1))
+    finally:
+        passed.set()
+    assert info.value.cause == "token"
+    assert str(info.value).endswith(f"cannot read token file {token} (not a regular file (a FIFO))")
+    assert coord.seqs == []
 
 
 # ------------------------------------------------------------------- lifecycle

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,10 +178,7 @@ def test_unreadable_files_are_one_line_naming_the_file(tmp_path, content, messag
 
 
 def test_not_a_regular_file_or_too_big(tmp_path):
-    fifo = tmp_path / "fifo.yaml"
-    os.mkfifo(fifo)
-    with pytest.raises(ConfigError, match=r"fifo\.yaml: not a regular file \(a FIFO\)"):
-        read_yaml(fifo)
+    # A FIFO is refused too (tests/common/test_config_cli.py, in a process that may hang).
     with pytest.raises(ConfigError, match=r": not a regular file \(a directory\)"):
         read_yaml(tmp_path)
     big = tmp_path / "big.yaml"
