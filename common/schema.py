@@ -366,6 +366,27 @@ class GpuSection(_Record):
         Meta(max_length=64),
     ]
 
+    def __post_init__(self) -> None:
+        """Refuse matrices that are not one row and one column per device, and device
+        indices that are not 0 … n−1 once each: the coordinator reads ``nvlinks[a][b]``
+        for the devices it places a pod on, so a ragged or short matrix would fail every
+        multi-GPU decision for the node. Raised on decode, this becomes the decoder's
+        error at ``gpus`` (``gpus: nvlinks[1]: 3 entries for 2 devices``)."""
+        n = len(self.devices)
+        for name, matrix in (("topology", self.topology), ("nvlinks", self.nvlinks)):
+            if len(matrix) != n:
+                raise ValueError(f"{name}: {len(matrix)} rows for {n} devices")
+            for i, row in enumerate(matrix):
+                if len(row) != n:
+                    raise ValueError(f"{name}[{i}]: {len(row)} entries for {n} devices")
+        seen: set[int] = set()
+        for k, device in enumerate(self.devices):
+            if device.index >= n or device.index in seen:
+                raise ValueError(
+                    f"devices[{k}].index: {device.index} is not one of 0..{n - 1} once each"
+                )
+            seen.add(device.index)
+
 
 # -------------------------------------------------------------------------- usage
 

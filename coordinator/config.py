@@ -77,6 +77,12 @@ class IngestSettings:
     """token → node name, for ``auth: static``."""
     directive_ttl_s: float = 60.0
     """Lifetime of the directives sent back; agents fall back to defaults after it."""
+    max_clock_ahead_s: float = 60.0
+    """Seconds a report's ``measured_at`` may lie ahead of the coordinator's wall clock
+    before the report is refused (400 naming the field). Freshness never depends on it
+    (it is judged by when the coordinator received the report), but a date from the
+    future is a broken clock or a forged report, and would be shown as fact. A minute
+    covers any NTP-kept clock with room to spare."""
 
     def __post_init__(self) -> None:
         if self.auth not in ("tokenreview", "static", "none"):
@@ -86,6 +92,7 @@ class IngestSettings:
             max_body_b=self.max_body_b,
             token_cache_ttl_s=self.token_cache_ttl_s,
             directive_ttl_s=self.directive_ttl_s,
+            max_clock_ahead_s=self.max_clock_ahead_s,
         )
 
 
@@ -100,9 +107,25 @@ class KubeSettings:
     assumed_ttl_s: float = 30.0
     """A pod the extender placed counts on its node for this long, or until the pod watch
     shows where it was bound: bursts do not pile onto one node between two watch events."""
+    max_assumed_per_node: int = 64
+    """Most pods assumed on one node at a time; one more evicts the node's oldest. The
+    extender's callers are not authenticated, so a stream of made-up pods must not keep
+    a node looking full; 64 is more than a burst of real pods lands on one node within
+    ``assumed_ttl_s`` (kubelet's default ``maxPods`` is 110)."""
+    max_assumed: int = 4096
+    """Most pods assumed cluster-wide; one more evicts the oldest anywhere. Bounds the
+    memory and the number of nodes made-up pods can touch. Real assumptions last only
+    until the pod watch shows the binding (about a second), so even kube-scheduler at
+    several hundred pods a second keeps far fewer at once."""
 
     def __post_init__(self) -> None:
-        _positive("kube", resync_s=self.resync_s, assumed_ttl_s=self.assumed_ttl_s)
+        _positive(
+            "kube",
+            resync_s=self.resync_s,
+            assumed_ttl_s=self.assumed_ttl_s,
+            max_assumed_per_node=self.max_assumed_per_node,
+            max_assumed=self.max_assumed,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,7 +13,10 @@ in ``stowage_reports{outcome=...}`` and changes no state:
 401   unauthenticated       no bearer token, or one the authenticator refuses
 503   auth_unavailable      the token cannot be checked now (API server unreachable)
 400   invalid               not msgpack, or not a valid report; the message names the
-                            field (``psi.system.cpu.some.avg10_pct: expected …``)
+                            field (``psi.system.cpu.some.avg10_pct: expected …``,
+                            ``gpus.nvlinks[1]: …``); also a ``measured_at`` (the
+                            report's or a section's) more than
+                            ``ingest.max_clock_ahead_s`` ahead of our wall clock
 403   node_mismatch         the token belongs to another node than the report's
 409   unknown_node          the report's node is not (yet) among the cluster's Nodes
 ====  ====================  =========================================================
@@ -28,8 +31,13 @@ also read like a wrong URL (a misrouted Ingress answers 404 too). The agent trea
 alike: the report is dropped and the next one goes out on schedule.
 
 An accepted report replaces the node's signals and is answered with directives that
-last ``ingest.directive_ttl_s``. Tokens are never logged; refusals are logged at DEBUG
-(they are counted by reason, so a flood shows in metrics, not logs).
+last ``ingest.directive_ttl_s``. Its freshness is judged by when its request arrived here,
+on the coordinator's monotonic clock (:meth:`LiveCluster.apply_report`): the agent's
+``measured_at`` is shown, never trusted, so a wrong or stepped agent clock can neither
+keep a dead node fresh nor make a live one look stale.
+
+Tokens are never logged; refusals are logged at DEBUG (they are counted by reason, so a
+flood shows in metrics, not logs).
 """
 
 from __future__ import annotations
@@ -42,7 +50,7 @@ from aiohttp import hdrs, web
 
 from common import codec
 from common.errors import SchemaError
-from common.schema import SCHEMA_VERSION, Directives
+from common.schema import SCHEMA_VERSION, SECTIONS, Directives, NodeReport, is_absent
 from coordinator import requestbody
 from coordinator.auth import AuthUnavailableError
 from coordinator.services import SERVICES, Services
@@ -85,7 +93,7 @@ async def handle_report(request: web.Request) -> web.Response:
     metrics = services.metrics
     started = time.perf_counter()  # not Histogram.time(): its context object costs more
     try:
-        directives = await ingest(request, services)
+        directives = await ingest(request, services, services.clock.monotonic())
     except Refused as r:
         metrics.reports.labels(r.outcome).inc()
         log.debug("report refused (%d %s): %s", r.status, r.outcome, r.message)
@@ -97,8 +105,9 @@ async def handle_report(request: web.Request) -> web.Response:
     return web.Response(body=codec.encode(directives), content_type=CONTENT_TYPE)
 
 
-async def ingest(request: web.Request, services: Services) -> Directives:
-    """Check, read, decode and apply one report; raise :class:`Refused` to turn it away."""
+async def ingest(request: web.Request, services: Services, received_at: float) -> Directives:
+    """Check, read, decode and apply one report whose request arrived at ``received_at``
+    (monotonic); raise :class:`Refused` to turn it away."""
     settings = services.settings.ingest
     # The raw header first: aiohttp's parsed content_type costs a header parse per report.
     raw_type = request.headers.get(hdrs.CONTENT_TYPE)
@@ -119,6 +128,14 @@ async def ingest(request: web.Request, services: Services) -> Directives:
         report = codec.decode_report(body, max_bytes=limit)
     except SchemaError as e:
         raise Refused(400, "invalid", _shorten(str(e))) from e
+    ahead = _ahead_of(report, services.clock.wall() + settings.max_clock_ahead_s)
+    if ahead is not None:
+        raise Refused(
+            400,
+            "invalid",
+            f"{ahead}: more than {settings.max_clock_ahead_s:g}s ahead of the coordinator's"
+            " clock (is the node's clock right?)",
+        )
     if caller.node is not None and caller.node != report.node:
         raise Refused(
             403, "node_mismatch", f"report for node {report.node!r} with a token of another node"
@@ -126,7 +143,7 @@ async def ingest(request: web.Request, services: Services) -> Directives:
     cluster = services.cluster
     if report.node not in cluster.specs:
         raise Refused(409, "unknown_node", f"node {report.node!r} is not known (yet)")
-    cluster.apply_report(report)
+    cluster.apply_report(report, received_at)
     return Directives(
         schema_version=SCHEMA_VERSION,
         node=report.node,
@@ -134,6 +151,18 @@ async def ingest(request: web.Request, services: Services) -> Directives:
         ttl_s=settings.directive_ttl_s,
         be_cpu_quota_m=None,
     )
+
+
+def _ahead_of(report: NodeReport, latest: float) -> str | None:
+    """The first ``measured_at`` of the report (its own, then each present section's)
+    later than ``latest``, as a field path; None if none is."""
+    if report.measured_at > latest:
+        return "measured_at"
+    for name in SECTIONS:
+        section = getattr(report, name)
+        if not is_absent(section) and section.measured_at > latest:
+            return f"{name}.measured_at"
+    return None
 
 
 def bearer_token(request: web.Request) -> str | None:

@@ -17,14 +17,13 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from aiohttp import web
 
 from coordinator import requestbody
 from coordinator.config import CoordinatorSettings
 from coordinator.extender.wire import WireError, error_body, parse_json, to_json
-from coordinator.live import LiveCluster
 from coordinator.services import SERVICES, Services
 from coordinator.state.kubeobjects import ObjectError, node_spec, pod_request
 from coordinator.state.podrequest import PodRequest
@@ -32,6 +31,10 @@ from coordinator.state.podrequest import PodRequest
 log = logging.getLogger(__name__)
 
 MIB = 2**20
+MAX_NODES_PER_REQUEST: Final = 15_000
+"""Most nodes one scheduler call may offer. kube-scheduler offers at most every node of
+the cluster, and Kubernetes is tested to 5,000 nodes; the largest clusters run about
+15,000. A longer list is not a scheduler's."""
 
 Handler = Callable[[web.Request, Services], Awaitable[web.StreamResponse]]
 
@@ -79,10 +82,25 @@ def request_of(pod: Mapping[str, Any], settings: CoordinatorSettings) -> PodRequ
         raise WireError(f"Pod: not a Kubernetes Pod ({e})") from e
 
 
-def checked_nodes(nodes: Sequence[tuple[str, Mapping[str, Any] | None]]) -> list[Mapping[str, Any]]:
-    """The Node objects among ``(where, node)`` (None where only a name was sent), each
-    checked to be one the cluster can take, else a :class:`WireError` naming ``where``."""
-    out = []
+def check_count(listed: str, count: int) -> None:
+    """Refuse (400) a list ``listed`` of more than :data:`MAX_NODES_PER_REQUEST` nodes."""
+    if count > MAX_NODES_PER_REQUEST:
+        raise WireError(f"{listed}: {count} nodes, more than {MAX_NODES_PER_REQUEST}")
+
+
+def check_nodes(listed: str, nodes: Sequence[tuple[str, Mapping[str, Any] | None]]) -> None:
+    """Refuse (400) a list ``listed`` of more than :data:`MAX_NODES_PER_REQUEST` nodes,
+    or a Node object among ``(where, node)`` (None where only a name was sent) the
+    cluster could not take, naming ``where``
+    (``Nodes.items[3]: node n: status.allocatable.cpu: negative``).
+
+    That is all a request's Node objects are used for. They are the caller's view — and
+    the caller is not authenticated — so they never change the stored nodes, which come
+    from the Node watch alone: a request could otherwise shrink or poison a node, or add
+    any number of phantom ones. Their names are judged against the watch's nodes; a
+    name it does not have passes filter and scores 0, like an unknown name in
+    ``NodeNames`` mode (a node that just joined is in the watch within a second)."""
+    check_count(listed, len(nodes))
     for where, node in nodes:
         if node is None:
             continue
@@ -90,21 +108,6 @@ def checked_nodes(nodes: Sequence[tuple[str, Mapping[str, Any] | None]]) -> list
             node_spec(node)
         except ObjectError as e:
             raise WireError(f"{where}: {e}") from e
-        except (AttributeError, TypeError, ValueError) as e:
-            raise WireError(f"{where}: not a Kubernetes Node ({e})") from e
-        out.append(node)
-    return out
-
-
-def learn_nodes(cluster: LiveCluster, nodes: Sequence[Mapping[str, Any]]) -> None:
-    """Take the Node objects a scheduler sent (from :func:`checked_nodes`).
-
-    A node never seen joins the cluster sized from its ``status.allocatable``, its
-    signals unknown (neutral) until its agent reports; a known one is updated when its
-    size or GPU model changed. ``upsert_nodes`` compares first and rebuilds once, so an
-    unchanged node costs one parse. The scheduler's copy comes from the same API server as
-    the node watch's, and without a watch (standalone) these requests are the only source."""
-    cluster.upsert_nodes(nodes)
 
 
 def json_reply(body: Any, status: int = 200) -> web.Response:

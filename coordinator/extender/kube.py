@@ -14,12 +14,13 @@
   the Meta form (UIDs) kube-scheduler reads. Stowage vetoes no victims yet; the eviction
   planner will.
 
-Both node modes work. With ``nodeCacheCapable: true`` only names arrive and are judged
-against our node cache; a name we do not know passes filter (nothing known against it)
-and scores 0. With ``nodeCacheCapable: false`` whole Node objects arrive: nodes never seen
-join the cluster from them (sized by ``status.allocatable``, signals unknown until their
-agent reports), known ones are updated if resized, and the passing Node objects go back
-as a NodeList.
+Both node modes work, and both are judged against the nodes of the Node watch: a name
+it does not have passes filter (nothing known against it) and scores 0. With
+``nodeCacheCapable: true`` only names arrive. With ``nodeCacheCapable: false`` whole Node
+objects arrive; they are checked (400 for one the cluster could not take) but are the
+caller's view only and never change the stored nodes (see
+:func:`coordinator.extender.handling.check_nodes`); the passing Node objects go back as
+a NodeList. A call offers at most ``MAX_NODES_PER_REQUEST`` nodes.
 
 **Before the caches are synced** (``services.synced`` unset) filter and prioritize still
 answer from whatever is known, rather than refusing. The extender is deployed
@@ -38,11 +39,11 @@ from aiohttp import web
 from coordinator.extender import wire
 from coordinator.extender.handling import (
     MIB,
-    checked_nodes,
+    check_count,
+    check_nodes,
     endpoint,
     json_bytes_reply,
     json_reply,
-    learn_nodes,
     read_body,
     read_json,
     request_of,
@@ -91,13 +92,15 @@ async def prioritize_nodes(request: web.Request, services: Services) -> web.Resp
 async def _read_args(
     request: web.Request, services: Services
 ) -> tuple[wire.ExtenderArgs, PodRequest]:
-    """A filter or prioritize request and its pod, checked whole; in Nodes mode the
-    offered Node objects are taken first (new nodes join, resized ones update)."""
+    """A filter or prioritize request and its pod, checked whole (in Nodes mode the
+    offered Node objects too, which are used for nothing else)."""
     args = request.app[ARGS_READER].read(await read_body(request, MAX_BODY_B))
     pod = request_of(args.pod, services.settings)
     if args.nodes is not None:
         placed = [(f"Nodes.items[{i}]", node) for i, node in enumerate(args.nodes)]
-        learn_nodes(services.cluster, checked_nodes(placed))
+        check_nodes("Nodes.items", placed)
+    else:
+        check_count("NodeNames", len(args.names))
     return args, pod
 
 

@@ -15,9 +15,11 @@ extender.
 
 The task is judged from its embedded ``Pod`` when Volcano sends one (annotations, QoS and
 all), else from ``Resreq`` (see :func:`coordinator.extender.wire.decode_predicate_args`).
-A ``NodeInfo`` that carries its ``Node`` adds a node never seen to the cluster (signals
-unknown) or updates a known one whose size changed. As for kube-scheduler, answers before the caches
-are synced use whatever is known (deploy with ``extender.ignorable: true``).
+A ``NodeInfo`` that carries its ``Node`` has it checked (400 for one the cluster could not
+take), but, as for kube-scheduler, nodes are judged as the Node watch has them: a request
+never changes them, and a node the watch does not have passes and scores 0. As for
+kube-scheduler, answers before the caches are synced use whatever is known (deploy with
+``extender.ignorable: true``).
 """
 
 from __future__ import annotations
@@ -29,10 +31,9 @@ from aiohttp import web
 from coordinator.extender import wire
 from coordinator.extender.handling import (
     MIB,
-    checked_nodes,
+    check_nodes,
     endpoint,
     json_reply,
-    learn_nodes,
     read_json,
     request_of,
 )
@@ -52,7 +53,7 @@ SCORE_SCALE: Final = MAX_NODE_SCORE // wire.MAX_EXTENDER_SCORE
 async def predicate(request: web.Request, services: Services) -> web.Response:
     task, node = wire.decode_predicate_args(await read_json(request, MAX_BODY_B))
     pod = request_of(task.pod, services.settings)
-    learn_nodes(services.cluster, checked_nodes([("node.Node", node.node)]))
+    check_nodes("node", [("node.Node", node.node)])
     result = services.cluster.filter(pod, [node.name])
     if node.name in result.unresolvable:
         reply = wire.predicate_reply(False, result.unresolvable[node.name], unresolvable=True)
@@ -67,8 +68,7 @@ async def predicate(request: web.Request, services: Services) -> web.Response:
 async def prioritize(request: web.Request, services: Services) -> web.Response:
     task, nodes = wire.decode_volcano_prioritize_args(await read_json(request, MAX_BODY_B))
     pod = request_of(task.pod, services.settings)
-    placed = [(f"nodes[{i}].Node", n.node) for i, n in enumerate(nodes)]
-    learn_nodes(services.cluster, checked_nodes(placed))
+    check_nodes("nodes", [(f"nodes[{i}].Node", n.node) for i, n in enumerate(nodes)])
     names = [n.name for n in nodes]
     scores = services.cluster.prioritize(pod, names)
     reply = json_reply(wire.node_scores((name, scores[name] * SCORE_SCALE) for name in names))

@@ -3,7 +3,7 @@
 Capacities are fixed per node; free amounts change with every placement. GPUs are a
 ``(nodes, max_gpus)`` matrix of free milli-GPU per device (1000 = a whole GPU), padded
 with -1 where a node has fewer devices, so "a device with at least m free" is one
-vectorised comparison. Live signals from agent reports (contiguity, pressure, staleness)
+vectorised comparison. Live signals from agent reports (contiguity, pressure, NUMA, NVLinks)
 sit in further columns with neutral defaults, which is what the trace simulator uses.
 
 Every change to a node bumps ``version[i]``: caches keyed by node state (the engine's
@@ -21,7 +21,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.state.signals import UNKNOWN, Links, NodeSignals
+from coordinator.state.signals import Links, NodeSignals
 
 MILLI_PER_GPU: Final = 1000
 NO_DEVICE: Final = -1
@@ -85,15 +85,12 @@ class ClusterState:
         # GPU pod kinds per node ("share-gpu", "1-gpu", …): GPU clustering groups by them.
         self.gpu_tags: list[Counter[str]] = [Counter() for _ in range(n)]
         # Live signals, one column each (see coordinator.state.signals); unknown = neutral.
-        self.measured_at = np.full(n, np.nan)
         self.cpu_pressure_pct = np.full(n, np.nan)
         self.memory_pressure_pct = np.full(n, np.nan)
         self.cpu_used_pct = np.full(n, np.nan)
         self.contiguous_2mib_b = np.full(n, -1, dtype=np.int64)
         self.true_allocatable_mem_b = np.full(n, -1, dtype=np.int64)
-        self.numa_nodes = np.zeros(n, dtype=np.int64)
         self.largest_numa_cpu_m = np.full(n, -1, dtype=np.int64)
-        self.largest_numa_free_mem_b = np.full(n, -1, dtype=np.int64)
         self.topology_policy: list[str] = [""] * n
         self.gpu_links: list[Links | None] = [None] * n
         """Interned: nodes with equal link matrices share one object (see set_signals)."""
@@ -161,28 +158,17 @@ class ClusterState:
 
     def set_signals(self, i: int, signals: NodeSignals) -> None:
         """Replace node ``i``'s live signals (``UNKNOWN`` makes it neutral again)."""
-        self.measured_at[i] = signals.measured_at
         self.cpu_pressure_pct[i] = signals.cpu_pressure_pct
         self.memory_pressure_pct[i] = signals.memory_pressure_pct
         self.cpu_used_pct[i] = signals.cpu_used_pct
         self.contiguous_2mib_b[i] = signals.contiguous_2mib_b
         self.true_allocatable_mem_b[i] = signals.true_allocatable_mem_b
-        self.numa_nodes[i] = signals.numa_nodes
         self.largest_numa_cpu_m[i] = signals.largest_numa_cpu_m
-        self.largest_numa_free_mem_b[i] = signals.largest_numa_free_mem_b
         self.topology_policy[i] = signals.topology_policy
         links = signals.gpu_links
         if links != self.gpu_links[i]:  # as a rule the same links as the last report's
             self.gpu_links[i], self.gpu_links_key[i] = self._interned_links(links)
         self.version[i] += 1
-
-    def expire(self, now: float, ttl_s: float) -> list[int]:
-        """Forget signals older than ``ttl_s``: never act on a dead agent's last word.
-        Returns the nodes that became unknown."""
-        old = np.flatnonzero(now - self.measured_at > ttl_s)  # NaN compares False: unknown stays
-        for i in old.tolist():
-            self.set_signals(i, UNKNOWN)
-        return old.tolist()
 
     def mem_free_effective(self) -> npt.NDArray[np.int64]:
         """Free memory per node, lowered where the agent found less really allocatable than

@@ -29,6 +29,12 @@ CONTIGUOUS: Final = "stowage.io/needs-contiguous-memory"
 QOS: Final = "stowage.io/qos"
 """``batch`` or ``best-effort`` marks throughput work; anything else is latency-sensitive."""
 BATCH_CLASSES: Final = frozenset({"batch", "best-effort"})
+MAX_GPUS_PER_NODE: Final = 256
+"""Most ``nvidia.com/gpu`` a Node may count. Sixteen physical GPUs is the most one
+machine has; time-slicing advertises each several times (replicas), and 256 leaves room
+for 8 GPUs × 32 replicas. Every node's row in the state is as wide as the widest node,
+so this also bounds what one odd Node costs (5,000 nodes × 256 devices: 10 MiB a
+column, and every GPU filter reads it)."""
 
 
 class ObjectError(ValueError):
@@ -36,6 +42,17 @@ class ObjectError(ValueError):
 
 
 def node_spec(node: Mapping[str, Any]) -> NodeSpec:
+    """The node's size, or an :class:`ObjectError` naming the field: a Node that is not a
+    mapping of the right shapes, or whose ``status.allocatable`` is negative or counts
+    more GPUs than :data:`MAX_GPUS_PER_NODE` (the state keeps a column per device, so a
+    count like ``"1e9"`` would cost gigabytes), is refused whole."""
+    try:
+        return _node_spec(node)
+    except (AttributeError, TypeError) as e:  # a field of the wrong JSON type
+        raise ObjectError(f"not a Kubernetes Node ({e})") from e
+
+
+def _node_spec(node: Mapping[str, Any]) -> NodeSpec:
     meta = node.get("metadata") or {}
     name = meta.get("name")
     if not isinstance(name, str) or not name:
@@ -44,13 +61,29 @@ def node_spec(node: Mapping[str, Any]) -> NodeSpec:
     allocatable = status.get("allocatable") or status.get("capacity") or {}
     labels = meta.get("labels") or {}
     try:
-        cpu_m = math.ceil(_quantity(allocatable, "cpu") * 1000)
-        mem_b = math.ceil(_quantity(allocatable, "memory"))
-        gpus = math.floor(_quantity(allocatable, podspec.GPU))
+        cpu = _quantity(allocatable, "cpu")
+        memory = _quantity(allocatable, "memory")
+        gpus = _quantity(allocatable, podspec.GPU)
     except QuantityError as e:
         raise ObjectError(f"node {name}: status.allocatable: {e}") from e
+    for field, value in (("cpu", cpu), ("memory", memory), (podspec.GPU, gpus)):
+        if value < 0:
+            raise ObjectError(f"node {name}: status.allocatable.{field}: negative")
+    if gpus > MAX_GPUS_PER_NODE:
+        raise ObjectError(
+            f"node {name}: status.allocatable.{podspec.GPU}: {math.floor(gpus)} devices,"
+            f" more than the {MAX_GPUS_PER_NODE} a node can have"
+        )
     model = next((labels[k] for k in GPU_MODEL_LABELS if labels.get(k)), "")
-    return NodeSpec(name=name, cpu_m=cpu_m, mem_b=mem_b, gpus=gpus, gpu_model=model)
+    if not isinstance(model, str):
+        raise ObjectError(f"node {name}: metadata.labels: GPU model is not a string")
+    return NodeSpec(
+        name=name,
+        cpu_m=math.ceil(cpu * 1000),
+        mem_b=math.ceil(memory),
+        gpus=math.floor(gpus),
+        gpu_model=model,
+    )
 
 
 def pod_request(pod: Mapping[str, Any], contiguity_default_b: int) -> PodRequest:

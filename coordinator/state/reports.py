@@ -41,11 +41,9 @@ def signals_of(report: NodeReport) -> NodeSignals:
         true_allocatable = allocatable.memory.true_allocatable_b
         if not is_absent(allocatable.kubelet):
             topology = allocatable.kubelet.topology_manager_policy or ""  # type: ignore[union-attr]
-    numa_nodes, numa_cpu_m, numa_free_b = 0, -1, -1
+    numa_cpu_m = -1
     if isinstance(numa, NumaSection):
-        numa_nodes = len(numa.nodes)
         numa_cpu_m = max([n.cpu_count for n in numa.nodes], default=0) * 1000
-        numa_free_b = max([n.mem_available_b for n in numa.nodes], default=0)
     return NodeSignals(
         measured_at=report.measured_at,
         cpu_pressure_pct=cpu_pressure,
@@ -53,9 +51,7 @@ def signals_of(report: NodeReport) -> NodeSignals:
         cpu_used_pct=cpu_used,
         contiguous_2mib_b=contiguous,
         true_allocatable_mem_b=true_allocatable,
-        numa_nodes=numa_nodes,
         largest_numa_cpu_m=numa_cpu_m,
-        largest_numa_free_mem_b=numa_free_b,
         topology_policy=topology,
         gpu_links=tuple(map(tuple, gpus.nvlinks)) if isinstance(gpus, GpuSection) else None,
     )

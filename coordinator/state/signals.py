@@ -25,7 +25,8 @@ class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """
 
     measured_at: float = math.nan
-    """Unix time of the report these come from."""
+    """Unix time of the report these come from, by the agent's clock: shown, never used
+    to judge freshness (the coordinator times reports by their receipt)."""
     cpu_pressure_pct: float = math.nan
     """CPU PSI ``some`` (share of time runnable tasks waited), 0–100."""
     memory_pressure_pct: float = math.nan
@@ -36,20 +37,12 @@ class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Free memory in blocks of 2 MiB or more, over the zones pods allocate from."""
     true_allocatable_mem_b: int = -1
     """Memory pods can really use (agent's true allocatable), bytes."""
-    numa_nodes: int = 0
-    """NUMA nodes of the machine (0 = unknown)."""
     largest_numa_cpu_m: int = -1
     """CPUs of the largest NUMA node, millicores: the most a single-NUMA-aligned pod gets."""
-    largest_numa_free_mem_b: int = -1
-    """Free memory of the NUMA node with the most of it, bytes."""
     topology_policy: str = ""
     """kubelet's topology manager policy (``single-numa-node``, ``restricted`` …); "" unknown."""
     gpu_links: Links | None = None
     """Active NVLinks between device pairs (``gpu_links[i][j]``), as the agent saw them."""
-
-    @property
-    def known(self) -> bool:
-        return not math.isnan(self.measured_at)
 
 
 UNKNOWN: Final = NodeSignals()

@@ -275,9 +275,7 @@ def signals_for(kind: NodeKind, rng: random.Random, now: float) -> NodeSignals:
         cpu_used_pct=rng.uniform(96, 100) if hot else rng.uniform(10, 70),
         contiguous_2mib_b=int(rng.uniform(0.1, 0.6) * kind.memory_gi * GIB),
         true_allocatable_mem_b=int(0.97 * kind.memory_gi * GIB),
-        numa_nodes=2,
         largest_numa_cpu_m=kind.cpus * 500,
-        largest_numa_free_mem_b=int(0.4 * kind.memory_gi * GIB),
         topology_policy="single-numa-node" if rng.random() < 0.2 else "none",
         gpu_links=nvswitch if kind.gpus == 8 else None,
     )

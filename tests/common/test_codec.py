@@ -7,6 +7,7 @@ import datetime
 import math
 import types
 import typing
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -456,6 +457,47 @@ def test_optional_field_with_default_may_be_omitted() -> None:
     assert report.psi.system.cpu.some.rate_pct is None
 
 
+def _ragged(data: dict[str, Any]) -> None:
+    data["gpus"]["nvlinks"][1] = [18, 0]
+
+
+def _short(data: dict[str, Any]) -> None:
+    data["gpus"]["topology"] = [[0, 20], [20, 0]]
+
+
+def _index_out_of_range(data: dict[str, Any]) -> None:
+    data["gpus"]["devices"][2]["index"] = 3
+
+
+def _index_twice(data: dict[str, Any]) -> None:
+    data["gpus"]["devices"][2]["index"] = 0
+
+
+def _extra_row(data: dict[str, Any]) -> None:
+    data["gpus"]["nvlinks"].append([0, 0, 0])
+
+
+@pytest.mark.parametrize(
+    ("spoil", "message"),
+    [
+        (_ragged, "gpus: nvlinks[1]: 2 entries for 3 devices"),
+        (_short, "gpus: topology: 2 rows for 3 devices"),
+        (_extra_row, "gpus: nvlinks: 4 rows for 3 devices"),
+        (_index_out_of_range, "gpus: devices[2].index: 3 is not one of 0..2 once each"),
+        (_index_twice, "gpus: devices[2].index: 0 is not one of 0..2 once each"),
+    ],
+)
+def test_gpu_matrices_must_have_a_row_and_column_per_device(
+    spoil: Callable[[dict[str, Any]], None], message: str
+) -> None:
+    data = plain_report()
+    decode_report(pack(data))  # three devices, 3 × 3 matrices: fine as made
+    spoil(data)
+    with pytest.raises(SchemaError) as info:
+        decode_report(pack(data))
+    assert str(info.value) == message
+
+
 def test_bounds_are_inclusive() -> None:
     data = plain_report()
     data["usage"]["memory"]["total_b"] = 2**50
@@ -489,6 +531,8 @@ def strategy_for(tp: Any) -> st.SearchStrategy[Any]:
         )
     if tp is Absent:
         return st.builds(Absent, st.text(st.characters(codec="utf-8"), min_size=1, max_size=20))
+    if tp is GpuSection:
+        return gpu_sections()
     if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
         return st.builds(tp, **{f.name: strategy_for(f.type) for f in structs.fields(tp)})
     if tp is bool:
@@ -502,6 +546,27 @@ def strategy_for(tp: Any) -> st.SearchStrategy[Any]:
     if tp is type(None):
         return st.none()
     raise TypeError(f"no strategy for {tp!r}")
+
+
+@st.composite
+def gpu_sections(draw: st.DrawFn) -> GpuSection:
+    """A GPU section as it must be: devices indexed 0 … n−1 (in any order) and both
+    matrices n × n."""
+    fields = {f.name: f.type for f in structs.fields(GpuSection)}
+    devices = draw(st.lists(strategy_for(GpuDevice), max_size=3))
+    order = draw(st.permutations(range(len(devices))))
+    devices = [structs.replace(d, index=i) for d, i in zip(devices, order, strict=True)]
+    n = len(devices)
+    level = st.one_of(st.none(), st.integers(0, 100))
+    return GpuSection(
+        measured_at=draw(strategy_for(fields["measured_at"])),
+        driver_version=draw(strategy_for(fields["driver_version"])),
+        devices=devices,
+        topology=draw(st.lists(st.lists(level, min_size=n, max_size=n), min_size=n, max_size=n)),
+        nvlinks=draw(
+            st.lists(st.lists(st.integers(0, 64), min_size=n, max_size=n), min_size=n, max_size=n)
+        ),
+    )
 
 
 reports = strategy_for(NodeReport)

@@ -181,7 +181,7 @@ def random_cluster(seed: int, policy: str, nodes: int | None = None) -> LiveClus
     )
     cluster = LiveCluster(settings, FakeClock(), CoordinatorMetrics())
     specs = [random_node(rng, f"node-{k}") for k in range(nodes or rng.randint(1, 30))]
-    cluster.upsert_nodes(specs)
+    cluster.replace_nodes(specs)
     for k in range(rng.randint(0, 3 * len(specs))):
         node = rng.choice(specs)["metadata"]["name"]
         cluster.upsert_pod(bound_pod(rng, f"bound-{k}", node))
@@ -251,7 +251,6 @@ def random_signals(rng: random.Random, gpus: int) -> NodeSignals:
         cpu_used_pct=pct(),
         contiguous_2mib_b=rng.choice([-1, 0, 256 * MIB, 4 * GIB, 64 * GIB]),
         true_allocatable_mem_b=rng.choice([-1, 0, 4 * GIB, 256 * GIB]),
-        numa_nodes=rng.choice([0, 1, 2]),
         largest_numa_cpu_m=rng.choice([-1, 0, 4000, 16000, 112000]),
         topology_policy=rng.choice(TOPOLOGY),
         gpu_links=links,

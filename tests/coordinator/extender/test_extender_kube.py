@@ -13,8 +13,9 @@ import pytest
 
 from coordinator.config import CoordinatorSettings, PolicySettings
 from coordinator.extender import kube
+from coordinator.extender.handling import MAX_NODES_PER_REQUEST
 from tests.coordinator.extender.conftest import MakeRig, Rig
-from tests.coordinator.extender.kubejson import GIB, MIB, NODES, POD_UID, node, pod
+from tests.coordinator.extender.kubejson import MIB, NODES, POD_UID, node, pod
 
 FILTER = "/scheduler/filter"
 PRIORITIZE = "/scheduler/prioritize"
@@ -73,38 +74,47 @@ async def test_a_reported_node_fails_filter_for_memory_contiguity(rig: Rig):
     assert plain["NodeNames"] == ["node-a", "node-b"]
 
 
-async def test_filter_in_nodes_mode_takes_never_seen_nodes_and_echoes_the_passing_ones(
-    rig: Rig,
-):
+async def test_filter_in_nodes_mode_judges_nodes_as_the_watch_has_them(rig: Rig):
+    """Node objects are the request's view only: a node the watch does not have passes
+    (nothing known against it) and is not stored; the passing objects are echoed."""
     big, tiny = node("new-big", "64", "256Gi"), node("new-tiny", "1", "2Gi")
+    small = node("node-b", "1", "2Gi")  # node-b as the caller claims it: 1 CPU
     body = {
-        "Pod": pod(),
-        "Nodes": {"metadata": {}, "items": [big, tiny, NODES["node-a"]]},
+        "Pod": pod("12"),
+        "Nodes": {"metadata": {}, "items": [big, tiny, NODES["node-a"], small]},
         "NodeNames": None,
     }
+    before = rig.snapshot()
     status, reply = await rig.post(FILTER, body)
     assert status == 200
     assert reply == {
-        "Nodes": {"metadata": {}, "items": [big, NODES["node-a"]]},
+        "Nodes": {"metadata": {}, "items": [big, tiny, small]},
         "NodeNames": None,
-        "FailedNodes": {"new-tiny": "CPU 1000m free < 2000m requested"},
+        "FailedNodes": {"node-a": "CPU 8000m free < 12000m requested"},
         "FailedAndUnresolvableNodes": {},
         "Error": "",
     }
-    spec = rig.cluster.specs["new-big"]
-    assert (spec.cpu_m, spec.mem_b, spec.gpus) == (64000, 256 * GIB, 0)
-    assert "new-tiny" in rig.cluster.specs
-    assert "new-big" not in rig.cluster.signals  # unknown until its agent reports
+    assert rig.snapshot() == before
+    assert "new-big" not in rig.cluster.specs and "new-tiny" not in rig.cluster.specs
+    assert rig.cluster.specs["node-b"].cpu_m == 16000
 
 
-async def test_nodes_mode_updates_a_known_node_whose_size_changed(rig: Rig):
-    resized = node("node-a", "1", "8Gi")  # e.g. kubelet reserved more since we listed it
+async def test_nodes_mode_never_changes_a_known_node(rig: Rig):
+    """A caller cannot shrink a node, nor poison its spec so later updates fail."""
+    resized = node("node-a", "1", "8Gi")
     body = {"Pod": pod(), "Nodes": {"metadata": {}, "items": [resized, NODES["node-b"]]}}
     status, reply = await rig.post(FILTER, body)
     assert status == 200
-    assert reply["Nodes"]["items"] == [NODES["node-b"]]
-    assert reply["FailedNodes"] == {"node-a": "CPU 1000m free < 2000m requested"}
-    assert rig.cluster.specs["node-a"].cpu_m == 1000
+    assert reply["Nodes"]["items"] == [resized, NODES["node-b"]]  # node-a has 8 CPUs
+    assert rig.cluster.specs["node-a"].cpu_m == 8000
+    poisoned = node("node-a", "-1", "8Gi")
+    await rig.assert_refused(
+        FILTER,
+        {"Pod": pod(), "Nodes": {"items": [poisoned]}},
+        "Nodes.items[0]: node node-a: status.allocatable.cpu: negative",
+    )
+    rig.cluster.upsert_node(node("node-a", "4", "32Gi"))  # the watch's word still counts
+    assert rig.cluster.specs["node-a"].cpu_m == 4000
 
 
 async def test_the_default_policy_places_cpu_pods_next_to_free_gpus(make_rig: MakeRig):
@@ -180,14 +190,16 @@ async def test_a_pod_without_uid_is_scored_but_not_assumed(rig: Rig):
     assert rig.cluster.held == {}
 
 
-async def test_prioritize_in_nodes_mode_scores_never_seen_nodes_from_their_status(rig: Rig):
-    """new-m (4 CPUs, 16Gi): (50 % + 25 %)/2 = 37 beats node-b's 9."""
+async def test_prioritize_in_nodes_mode_scores_nodes_the_watch_lacks_0(rig: Rig):
+    """new-m is not in the watch: 0, and nothing is assumed on it; node-b is the best
+    node offered that we know."""
     fresh = node("new-m", "4", "16Gi")
-    body = {"Pod": pod(), "Nodes": {"metadata": {}, "items": [NODES["node-b"], fresh]}}
+    body = {"Pod": pod(), "Nodes": {"metadata": {}, "items": [fresh, NODES["node-b"]]}}
     status, reply = await rig.post(PRIORITIZE, body)
     assert status == 200
-    assert reply == [{"Host": "node-b", "Score": 0}, {"Host": "new-m", "Score": 10}]
-    assert rig.cluster.held[POD_UID].node == "new-m"
+    assert reply == [{"Host": "new-m", "Score": 0}, {"Host": "node-b", "Score": 10}]
+    assert rig.cluster.held[POD_UID].node == "node-b"
+    assert "new-m" not in rig.cluster.specs
 
 
 # ------------------------------------------------------------------ preempt
@@ -275,6 +287,31 @@ BAD_POD = pod(cpu="lots")
                 "Nodes": {"items": [node("new-1", "8", "8Gi"), node("new-2", "x", "8Gi")]},
             },
             "Nodes.items[1]: node new-2: status.allocatable: invalid quantity 'x'",
+        ),
+        (
+            {"Pod": pod(), "Nodes": {"items": [node("node-a", "8", "-1Gi")]}},
+            "Nodes.items[0]: node node-a: status.allocatable.memory: negative",
+        ),
+        (
+            {"Pod": pod(), "Nodes": {"items": [node("new-1", "8", "8Gi", gpus=-2)]}},
+            "Nodes.items[0]: node new-1: status.allocatable.nvidia.com/gpu: negative",
+        ),
+        (
+            {"Pod": pod(), "Nodes": {"items": [node("gpu-1", "8", "8Gi", gpus=10**9)]}},
+            "Nodes.items[0]: node gpu-1: status.allocatable.nvidia.com/gpu: 1000000000"
+            " devices, more than the 256 a node can have",
+        ),
+        (
+            {"Pod": pod(), "Nodes": {"items": [{"metadata": {"name": "n"}, "status": [1]}]}},
+            "Nodes.items[0]: not a Kubernetes Node (",
+        ),
+        (
+            {"Pod": pod(), "NodeNames": ["n"] * (MAX_NODES_PER_REQUEST + 1)},
+            f"NodeNames: {MAX_NODES_PER_REQUEST + 1} nodes, more than {MAX_NODES_PER_REQUEST}",
+        ),
+        (
+            {"Pod": pod(), "Nodes": {"items": [NODES["node-a"]] * (MAX_NODES_PER_REQUEST + 1)}},
+            f"Nodes.items: {MAX_NODES_PER_REQUEST + 1} nodes, more than {MAX_NODES_PER_REQUEST}",
         ),
     ],
 )

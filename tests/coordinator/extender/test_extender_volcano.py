@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from coordinator.extender.handling import MAX_NODES_PER_REQUEST
 from tests.coordinator.extender.conftest import Rig
 from tests.coordinator.extender.kubejson import GIB, MIB, NODES, POD_UID, node, pod
 
@@ -113,15 +114,18 @@ async def test_a_reported_node_fails_the_predicate_for_memory_contiguity(rig: Ri
     )
 
 
-async def test_predicate_takes_a_never_seen_node_from_its_node_object(rig: Rig):
+async def test_predicate_judges_a_node_as_the_watch_has_it(rig: Rig):
+    """The NodeInfo's Node is the request's view: a node the watch lacks passes and is
+    not stored; a known node keeps the size the watch gave it."""
+    before = rig.snapshot()
     fresh = node("new-small", "1", "2Gi")
     body = {"task": task(None, 2000, GIB), "node": {"Name": "new-small", "Node": fresh}}
-    assert await rig.post(PREDICATE, body) == (
-        200,
-        {"status": "CPU 1000m free < 2000m requested", "code": 2},
-    )
-    assert rig.cluster.specs["new-small"].cpu_m == 1000
-    assert "new-small" not in rig.cluster.signals
+    assert await rig.post(PREDICATE, body) == (200, {"status": "", "code": 0})
+    shrunk = node("node-b", "1", "2Gi")
+    body = {"task": task(None, 2000, GIB), "node": {"Name": "node-b", "Node": shrunk}}
+    assert await rig.post(PREDICATE, body) == (200, {"status": "", "code": 0})
+    assert rig.snapshot() == before
+    assert "new-small" not in rig.cluster.specs
 
 
 # --------------------------------------------------------------- prioritize
@@ -145,7 +149,8 @@ async def test_prioritize_scores_0_to_100_and_assumes_the_task_on_the_best(rig: 
 
 
 async def test_prioritize_in_any_casing_with_never_seen_and_nameless_nodes(rig: Rig):
-    """new-m (4 CPUs, 16Gi) scores 37 against node-b's 9; node-q is only a name."""
+    """new-m is not in the watch (0, however roomy its Node says it is) and node-q is
+    only a name: node-b, the one node offered that we know, is the best."""
     body = {
         "TASK": {"uid": "other-uid", "resreq": {"millicpu": 2000, "memory": 4 * GIB}},
         "Nodes": [
@@ -157,10 +162,10 @@ async def test_prioritize_in_any_casing_with_never_seen_and_nameless_nodes(rig: 
     status, reply = await rig.post(PRIORITIZE, body)
     assert (status, reply) == (
         200,
-        {"nodeScore": {"node-b": 0, "new-m": 100, "node-q": 0}, "errorMessage": ""},
+        {"nodeScore": {"node-b": 100, "new-m": 0, "node-q": 0}, "errorMessage": ""},
     )
-    assert rig.cluster.held["other-uid"].node == "new-m"
-    assert "node-q" not in rig.cluster.specs
+    assert rig.cluster.held["other-uid"].node == "node-b"
+    assert "node-q" not in rig.cluster.specs and "new-m" not in rig.cluster.specs
 
 
 async def test_prioritize_of_no_nodes_is_an_empty_score_map(rig: Rig):
@@ -214,6 +219,20 @@ async def test_prioritize_of_no_nodes_is_an_empty_score_map(rig: Rig):
                 ],
             },
             "nodes[1].Node: node new-2: status.allocatable: invalid quantity 'lots'",
+        ),
+        (
+            PREDICATE,
+            {"task": GPU_TASK, "node": {"Name": "gpu-1", "Node": node("gpu-1", "-8", "1Gi")}},
+            "node.Node: node gpu-1: status.allocatable.cpu: negative",
+        ),
+        (
+            PRIORITIZE,
+            {
+                "task": GPU_TASK,
+                "nodes": [{"Name": "new-1", "Node": node("new-1", "8", "8Gi")}]
+                * (MAX_NODES_PER_REQUEST + 1),
+            },
+            f"nodes: {MAX_NODES_PER_REQUEST + 1} nodes, more than {MAX_NODES_PER_REQUEST}",
         ),
     ],
 )

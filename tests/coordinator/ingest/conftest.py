@@ -95,16 +95,14 @@ class IngestRig:
         return (
             dict(self.cluster.signals),
             dict(self.cluster.last_report_at),
+            dict(self.cluster.received_at),
             state.version.tolist(),
-            state.measured_at.tobytes(),
             state.cpu_pressure_pct.tobytes(),
             state.memory_pressure_pct.tobytes(),
             state.cpu_used_pct.tobytes(),
             state.contiguous_2mib_b.tolist(),
             state.true_allocatable_mem_b.tolist(),
-            state.numa_nodes.tolist(),
             state.largest_numa_cpu_m.tolist(),
-            state.largest_numa_free_mem_b.tolist(),
             list(state.topology_policy),
             list(state.gpu_links),
         )

@@ -80,15 +80,15 @@ async def test_accepted_report_sets_the_nodes_signals_and_answers_directives(
     assert isinstance(report.memfrag, MemfragSection)
     assert isinstance(report.numa, NumaSection)
     assert isinstance(report.gpus, GpuSection)
-    assert state.measured_at[i] == report.measured_at
+    assert rig.cluster.received_at == {"node-a": rig.clock.monotonic()}
     assert state.cpu_used_pct[i] == report.usage.cpu.used_pct  # type: ignore[union-attr]
     assert state.contiguous_2mib_b[i] == sum(n.free_b_ge_2mib for n in report.memfrag.nodes)
-    assert state.numa_nodes[i] == 2
+    assert state.largest_numa_cpu_m[i] == max(n.cpu_count for n in report.numa.nodes) * 1000
     assert state.gpu_links[i] == tuple(tuple(row) for row in report.gpus.nvlinks)
     assert state.topology_policy[i] == "single-numa-node"
     assert state.version[i] == version + 1
     other = state.index["node-b"]
-    assert math.isnan(state.measured_at[other])
+    assert math.isnan(state.cpu_used_pct[other])
     assert rig.outcomes() == {"accepted": 1}
     assert rig.timed_requests() == 1
 

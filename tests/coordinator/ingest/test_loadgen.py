@@ -7,6 +7,7 @@ import json
 import math
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,14 @@ from common.schema import (
 from coordinator.auth import StaticTokens
 from hack.loadgen import reports as loadgen
 from tests.coordinator.ingest.conftest import MakeRig, settings_with
+from tests.hosts import FakeClock
 
 REPO = Path(__file__).resolve().parents[3]
 NODES = 10
 NAMES = [loadgen.node_name(i) for i in range(NODES)]
 TOKENS = {f"token-{name}": name for name in NAMES}
+NOW = FakeClock().wall()
+"""The rig's wall clock: reports dated later than it (plus an allowance) are refused."""
 
 
 def test_bodies_are_the_encoded_reports() -> None:
@@ -85,7 +89,9 @@ async def serve(make_rig: MakeRig, tokens: dict[str, str] = TOKENS) -> Any:
 async def test_sends_every_nodes_reports_with_its_token(make_rig: MakeRig) -> None:
     rig, url = await serve(make_rig)
     node_tokens = {node: token for token, node in TOKENS.items()}
-    plan = loadgen.Plan(url=url, nodes=NODES, requests=35, concurrency=4, node_tokens=node_tokens)
+    plan = loadgen.Plan(
+        url=url, nodes=NODES, requests=35, concurrency=4, node_tokens=node_tokens, now=NOW
+    )
 
     result = await loadgen.run_client(plan)
 
@@ -102,13 +108,15 @@ async def test_sends_every_nodes_reports_with_its_token(make_rig: MakeRig) -> No
 async def test_each_node_counts_its_seq_up(make_rig: MakeRig) -> None:
     rig, url = await serve(make_rig)
     node_tokens = {node: token for token, node in TOKENS.items()}
-    plan = loadgen.Plan(url=url, nodes=NODES, requests=25, concurrency=1, node_tokens=node_tokens)
+    plan = loadgen.Plan(
+        url=url, nodes=NODES, requests=25, concurrency=1, node_tokens=node_tokens, now=NOW
+    )
     seqs: dict[str, list[int]] = {}
     apply = rig.cluster.apply_report
 
-    def record(report: NodeReport) -> bool:
+    def record(report: NodeReport, received_at: float) -> bool:
         seqs.setdefault(report.node, []).append(report.seq)
-        return apply(report)
+        return apply(report, received_at)
 
     rig.cluster.apply_report = record  # type: ignore[method-assign]
     await loadgen.run_client(plan)
@@ -118,7 +126,9 @@ async def test_each_node_counts_its_seq_up(make_rig: MakeRig) -> None:
 
 async def test_refusals_are_counted_by_status(make_rig: MakeRig) -> None:
     rig, url = await serve(make_rig)
-    plan = loadgen.Plan(url=url, nodes=NODES, requests=20, concurrency=3, token=f"token-{NAMES[0]}")
+    plan = loadgen.Plan(
+        url=url, nodes=NODES, requests=20, concurrency=3, token=f"token-{NAMES[0]}", now=NOW
+    )
 
     result = await loadgen.run_client(plan)
 
@@ -140,6 +150,7 @@ async def test_transport_errors_are_counted_by_kind() -> None:
 
 async def test_command_line_prints_one_json_summary(make_rig: MakeRig, tmp_path: Path) -> None:
     rig, url = await serve(make_rig)
+    rig.clock.wall_s = time.time()  # the command dates its reports by the real clock
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({node: token for token, node in TOKENS.items()}))
     proc = await asyncio.create_subprocess_exec(

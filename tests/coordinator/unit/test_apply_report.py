@@ -1,4 +1,5 @@
-"""A report's way into the live cluster: late reports, unknown nodes, nodes a relist drops."""
+"""A report's way into the live cluster: freshness and order by the coordinator's own
+clock (never the agent's ``measured_at``), unknown nodes, nodes a relist drops."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from coordinator.config import CoordinatorSettings
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
+from coordinator.state.reports import signals_of
 from hack.bench.ingest import gpu_node
 from hack.loadgen.reports import build_report
 from tests.hosts import FakeClock
@@ -34,23 +36,91 @@ def row(cluster: LiveCluster, node: str) -> int:
 
 
 def test_a_report_fills_its_nodes_row(cluster: LiveCluster, clock: FakeClock) -> None:
-    assert cluster.apply_report(build_report("gpu-a", now=clock.wall()))
+    report = build_report("gpu-a", now=clock.wall())
+    assert cluster.apply_report(report)
 
     assert cluster.state is not None
-    assert cluster.state.measured_at[row(cluster, "gpu-a")] == clock.wall()
-    assert math.isnan(cluster.state.measured_at[row(cluster, "gpu-b")])
+    assert cluster.signals["gpu-a"].cpu_used_pct == report.usage.cpu.used_pct  # type: ignore[union-attr]
+    assert (
+        cluster.state.cpu_used_pct[row(cluster, "gpu-a")] == cluster.signals["gpu-a"].cpu_used_pct
+    )
+    assert math.isnan(cluster.state.cpu_used_pct[row(cluster, "gpu-b")])
     assert cluster.last_report_at == {"gpu-a": clock.wall()}
+    assert cluster.received_at == {"gpu-a": clock.monotonic()}
 
 
-def test_a_late_report_is_ignored(cluster: LiveCluster, clock: FakeClock) -> None:
-    newer = build_report("gpu-a", now=clock.wall(), variant=1)
-    older = build_report("gpu-a", now=clock.wall() - 5, variant=2)
+def test_a_report_whose_request_arrived_before_the_applied_ones_is_ignored(
+    cluster: LiveCluster, clock: FakeClock
+) -> None:
+    """A retry that took longer than the report after it: the order is the coordinator's
+    (when each request arrived), whatever the reports say they measured."""
+    first_arrival = clock.monotonic()
+    clock.advance(1)
+    newer = build_report("gpu-a", now=clock.wall() - 3600, variant=1)  # dated an hour back
+    older = build_report("gpu-a", now=clock.wall(), variant=2)
     assert cluster.apply_report(newer)
     before = cluster.signals["gpu-a"]
 
-    assert not cluster.apply_report(older)
+    assert not cluster.apply_report(older, received_at=first_arrival)
     assert cluster.signals["gpu-a"] is before
+    assert cluster.received_at["gpu-a"] == clock.monotonic()
+    assert cluster.last_report_at["gpu-a"] == newer.measured_at
+
+
+def test_reports_arriving_in_turn_each_apply_whatever_their_measured_at(
+    cluster: LiveCluster, clock: FakeClock
+) -> None:
+    """A far-future date does not make the node's later, correct reports look late."""
+    future = build_report("gpu-a", now=clock.wall() + 10 * 365 * 86400, variant=1)
+    assert cluster.apply_report(future)
+    clock.advance(5)
+    correct = build_report("gpu-a", now=clock.wall(), variant=2)
+
+    assert cluster.apply_report(correct)
+    assert cluster.signals["gpu-a"] == signals_of(correct)
     assert cluster.last_report_at["gpu-a"] == clock.wall()
+
+
+def test_a_dead_agents_node_goes_unknown_after_the_ttl_whatever_its_measured_at(
+    cluster: LiveCluster, clock: FakeClock
+) -> None:
+    ttl = cluster.settings.signals.report_ttl_s
+    cluster.apply_report(build_report("gpu-a", now=clock.wall() + 10 * 365 * 86400))
+    cluster.apply_report(build_report("gpu-b", now=clock.wall()))
+
+    clock.advance(ttl)  # exactly the TTL: still fresh
+    assert cluster.expire() == []
+    assert set(cluster.signals) == {"gpu-a", "gpu-b"}
+    clock.advance(0.5)
+    assert sorted(cluster.expire()) == ["gpu-a", "gpu-b"]
+    assert cluster.signals == {}
+    assert cluster.state is not None
+    assert math.isnan(cluster.state.cpu_used_pct[row(cluster, "gpu-a")])
+
+
+def test_a_clock_stepped_back_leaves_fresh_reports_fresh(
+    cluster: LiveCluster, clock: FakeClock
+) -> None:
+    """The node's clock jumped back hours (an NTP step): its report, received now, is
+    fresh for the whole TTL from now."""
+    ttl = cluster.settings.signals.report_ttl_s
+    assert cluster.apply_report(build_report("gpu-a", now=clock.wall() - 3 * 3600))
+
+    clock.advance(ttl - 1)
+    assert cluster.expire() == []
+    assert "gpu-a" in cluster.signals
+
+
+def test_expiry_goes_by_the_monotonic_clock_not_the_wall_clock(
+    cluster: LiveCluster, clock: FakeClock
+) -> None:
+    ttl = cluster.settings.signals.report_ttl_s
+    cluster.apply_report(build_report("gpu-a", now=clock.wall()))
+    clock.wall_s += 10 * ttl  # the coordinator's own wall clock steps forward
+
+    assert cluster.expire() == []
+    clock.mono_s += ttl + 1
+    assert cluster.expire() == ["gpu-a"]
 
 
 def test_a_report_of_an_unknown_node_is_a_key_error(cluster: LiveCluster, clock: FakeClock) -> None:

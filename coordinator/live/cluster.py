@@ -1,0 +1,293 @@
+"""The live cluster: Nodes and Pods from the API server's watches, signals from agent
+reports, and the extender's decisions over them — all over one :class:`ClusterState`.
+
+* **Nodes come from the Node watch only.** Node objects in extender requests are that
+  request's view and never change what is stored (:mod:`coordinator.extender.handling`).
+  A Node that cannot be understood (a negative size, a count of GPUs no node has) is
+  skipped with a warning, so it can never make later updates or reports fail.
+* **Pods** bound to a node take their requests from it; so do pods the extender just
+  ranked first (*assumed*, :mod:`coordinator.live.holdings`) until the pod watch says
+  where they were bound or ``assumed_ttl_s`` passes.
+* **Freshness is judged on the coordinator's own monotonic clock**: a node's signals
+  hold for ``report_ttl_s`` after its latest report was *received*, whatever the agent
+  wrote in ``measured_at`` (an agent's clock may be wrong, step back, or lie). Of two
+  reports of a node, the one whose request arrived later wins.
+
+Adding or removing a node rebuilds the state (rare); everything else updates it in place
+and bumps only the changed node's version, so the engine rescoring stays incremental.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from msgspec import structs
+
+from common.clock import Clock
+from common.schema import NodeReport
+from coordinator.config import CoordinatorSettings
+from coordinator.live.decisions import FilterResult, explain, filter_nodes, prioritize_rows
+from coordinator.live.holdings import Held, Holdings
+from coordinator.live.rows import RowMemo
+from coordinator.metrics import CoordinatorMetrics
+from coordinator.scoring import registry
+from coordinator.scoring.base import Policy
+from coordinator.scoring.engine import Engine
+from coordinator.state.cluster import ClusterState, NodeSpec
+from coordinator.state.kubeobjects import ObjectError, node_spec, pod_request
+from coordinator.state.podrequest import PodRequest
+from coordinator.state.reports import signals_of
+from coordinator.state.signals import UNKNOWN, NodeSignals
+
+log = logging.getLogger(__name__)
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class LiveCluster:
+    def __init__(
+        self,
+        settings: CoordinatorSettings,
+        clock: Clock,
+        metrics: CoordinatorMetrics,
+        policy: Policy | None = None,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.metrics = metrics
+        self.policy = policy or registry.build_policy(settings.policy.name, settings.policy.args)
+        self.specs: dict[str, NodeSpec] = {}
+        self.holdings = Holdings(settings.kube)
+        self.signals: dict[str, NodeSignals] = {}
+        """Fresh signals by node: a node without an entry is unknown (neutral)."""
+        self.received_at: dict[str, float] = {}
+        """When the coordinator received each node's latest applied report (its monotonic
+        clock): what freshness and the order of reports are judged by. Holds known nodes
+        only (a node removed or relisted away takes its entry along), which
+        :meth:`apply_report` relies on."""
+        self.last_report_at: dict[str, float] = {}
+        """``measured_at`` of each node's latest applied report, as its agent wrote it:
+        shown (annotations), never trusted for freshness. Same keys as :attr:`received_at`."""
+        self.pods: dict[str, PodRequest] = {}
+        """Every non-terminal pod the API server has, bound or pending, by ``ns/name``."""
+        self.state: ClusterState | None = None
+        self.engine: Engine | None = None
+        self._row_memo = RowMemo()
+
+    @property
+    def held(self) -> dict[str, Held]:
+        """Pod uid → what it holds on its node (bound or assumed)."""
+        return self.holdings.held
+
+    # ------------------------------------------------------------------ nodes
+
+    def upsert_node(self, node: Mapping[str, Any]) -> None:
+        """A Node as the watch has it; one that cannot be understood is skipped (logged)."""
+        try:
+            spec = node_spec(node)
+        except ObjectError as e:
+            log.warning("ignoring node: %s", e)
+            return
+        if self.specs.get(spec.name) != spec:
+            self.specs[spec.name] = spec
+            self._rebuild()
+
+    def remove_node(self, name: str) -> None:
+        if self.specs.pop(name, None) is not None:
+            self._forget_nodes({name})
+            self._rebuild()
+
+    def replace_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
+        """A full relist: exactly these nodes (those that can be understood), from now on."""
+        specs = {}
+        for node in nodes:
+            try:
+                spec = node_spec(node)
+            except ObjectError as e:
+                log.warning("ignoring node: %s", e)
+                continue
+            specs[spec.name] = spec
+        if specs != self.specs:
+            gone = self.specs.keys() - specs.keys()
+            self.specs = specs
+            self._forget_nodes(gone)
+            self._rebuild()
+
+    # ------------------------------------------------------------------- pods
+
+    def upsert_pod(self, pod: Mapping[str, Any]) -> None:
+        """A pod as the API server has it: bound pods hold resources, others none."""
+        meta = pod.get("metadata") or {}
+        uid = meta.get("uid")
+        if not uid:
+            return
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        node = (pod.get("spec") or {}).get("nodeName")
+        holdings = self.holdings
+        current = holdings.held.get(uid)
+        holdings.unplaced.pop(uid, None)
+        if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            self.pods.pop(key, None)
+            if current is not None:
+                holdings.release(self.state, uid)
+            return
+        try:
+            request = pod_request(pod, self.settings.signals.contiguity_threshold_b)
+        except ObjectError as e:
+            log.warning("ignoring pod: %s", e)
+            return
+        if key not in self.pods:  # first sight: a policy that learns the workload learns it
+            self.policy.observe(self.state, request, None)  # type: ignore[arg-type]
+        self.pods[key] = request
+        if not node or node not in self.specs:
+            if current is not None and current.assumed_until is None:
+                holdings.release(self.state, uid)
+            if node:
+                holdings.unplaced[uid] = (node, request)
+            return
+        holdings.bind(self.state, uid, node, request)
+
+    def remove_pod(self, pod: Mapping[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        self.pods.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", None)
+        uid = meta.get("uid")
+        self.holdings.unplaced.pop(uid, None)
+        if uid in self.holdings.held:
+            self.holdings.release(self.state, uid)
+
+    def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
+        """A full relist: forget bound pods the list no longer has (assumed ones stay)."""
+        pods = list(pods)
+        listed = {(p.get("metadata") or {}).get("uid") for p in pods}
+        for uid in [u for u, h in self.held.items() if h.assumed_until is None]:
+            if uid not in listed:
+                self.holdings.release(self.state, uid)
+        previous, self.pods = self.pods, {}
+        self.holdings.unplaced.clear()
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+            if key in previous:  # not a first sight: the policy learnt it already
+                self.pods[key] = previous[key]
+            self.upsert_pod(pod)
+
+    def assume(self, uid: str, request: PodRequest, node: str) -> None:
+        """Count a pod on the node the extender ranked first until the watch catches up
+        (bounded: see :mod:`coordinator.live.holdings`)."""
+        self.holdings.assume(self.state, uid, request, node, self.clock.monotonic())
+
+    # ---------------------------------------------------------------- reports
+
+    def apply_report(self, report: NodeReport, received_at: float | None = None) -> bool:
+        """Take a validated report's signals for its node (which must be known, else
+        KeyError). ``received_at`` is when its request arrived, on this coordinator's
+        monotonic clock (now if not given). A report whose request arrived before that of
+        the report already applied was overtaken (a retry that took longer): it is
+        ignored, and False returned. The agent's ``measured_at`` plays no part."""
+        node = report.node
+        if received_at is None:
+            received_at = self.clock.monotonic()
+        last = self.received_at.get(node)
+        if last is None:
+            if node not in self.specs:
+                raise KeyError(node)
+        elif received_at < last:
+            return False
+        self.received_at[node] = received_at
+        self.last_report_at[node] = report.measured_at
+        signals = self.signals[node] = signals_of(report)
+        if self.state is not None:
+            i = self.state.index[node]
+            self.state.set_signals(i, self._effective(signals, self.specs[node]))
+        return True
+
+    def expire(self) -> list[str]:
+        """Forget signals received more than ``report_ttl_s`` ago and lapsed assumptions;
+        return the nodes that became unknown. Both by the monotonic clock only."""
+        now = self.clock.monotonic()
+        self.holdings.expire(self.state, now)
+        ttl = self.settings.signals.report_ttl_s
+        stale = [n for n in self.signals if now - self.received_at[n] > ttl]
+        for name in stale:
+            del self.signals[name]
+            if self.state is not None:
+                self.state.set_signals(self.state.index[name], UNKNOWN)
+        self.metrics.stale_nodes.set(len(self.specs) - len(self.signals))
+        return stale
+
+    # -------------------------------------------------------------- decisions
+
+    def filter(self, pod: PodRequest, names: Iterable[str]) -> FilterResult:
+        """See :func:`coordinator.live.decisions.filter_nodes`; with no nodes yet, every
+        name passes."""
+        names = list(names)
+        state = self.state
+        if state is None:
+            return FilterResult(passing=names)
+        rows, known = self._row_memo.rows(state, names)
+        return filter_nodes(self._engine(), pod, names, rows, known, self.settings.signals)
+
+    def prioritize(self, pod: PodRequest, names: Iterable[str]) -> dict[str, int]:
+        """0–10 per node: 10 for the node the policy would pick, the rest scaled below it."""
+        names = list(names)
+        return dict(zip(names, self.prioritize_each(pod, names).tolist(), strict=True))
+
+    def prioritize_each(self, pod: PodRequest, names: Sequence[str]) -> npt.NDArray[np.int64]:
+        """:meth:`prioritize`'s score of each of ``names``, in the order given (see
+        :func:`coordinator.live.decisions.prioritize_rows`)."""
+        state = self.state
+        if state is None:
+            return np.zeros(len(names), dtype=np.int64)
+        rows, known = self._row_memo.rows(state, names)
+        return prioritize_rows(self._engine(), pod, rows, known, self.metrics)
+
+    def explain(self, pod: PodRequest, name: str) -> dict[str, Any]:
+        if name not in self.specs or self.state is None:
+            raise KeyError(name)
+        i = self.state.index[name]
+        return explain(self._engine(), pod, i, name in self.signals, self.settings.signals)
+
+    # -------------------------------------------------------------- internals
+
+    def _engine(self) -> Engine:
+        if self.engine is None:
+            raise LookupError("no nodes yet")
+        return self.engine
+
+    def _effective(self, signals: NodeSignals, spec: NodeSpec) -> NodeSignals:
+        """The signals as the policies may see them: one switched off under ``signals:``
+        reads as not measured, and so do NVLinks measured for other GPUs than the node
+        has (a matrix not ``gpus`` × ``gpus``: time-sliced or MIG devices counted as
+        GPUs, or a report at odds with the Node) — device indices would not match."""
+        switches = self.settings.signals
+        if not switches.true_allocatable:
+            signals = structs.replace(signals, true_allocatable_mem_b=-1)
+        links = signals.gpu_links
+        if links is not None and (not switches.gpu_topology or len(links) != spec.gpus):
+            signals = structs.replace(signals, gpu_links=None)
+        return signals
+
+    def _forget_nodes(self, gone: set[str]) -> None:
+        """Nodes left the cluster: their reports go, pods on them wait or go."""
+        for name in gone:
+            self.signals.pop(name, None)
+            self.received_at.pop(name, None)
+            self.last_report_at.pop(name, None)
+        self.holdings.leave(gone)
+
+    def _rebuild(self) -> None:
+        names = sorted(self.specs)
+        self.metrics.known_nodes.set(len(names))
+        if not names:
+            self.state, self.engine = None, None
+            return
+        state = ClusterState([self.specs[n] for n in names])
+        for name, signals in self.signals.items():
+            state.set_signals(state.index[name], self._effective(signals, self.specs[name]))
+        self.state = state
+        self.engine = Engine(state, self.policy)  # rank = name order: stable across replicas
+        self.holdings.replay(state)
