@@ -41,6 +41,9 @@ def test_defaults_and_overrides():
         ({"kube": {"namespace": 7}}, "kube.namespace"),
         ({"publisher": {"enabled": "yes"}}, "publisher.enabled"),
         ({"policy": []}, "policy"),
+        ({"ingest": {"max_clock_ahead_s": 0}}, "ingest.max_clock_ahead_s"),
+        ({"kube": {"max_assumed_per_node": 0}}, "kube.max_assumed_per_node"),
+        ({"kube": {"max_assumed": -1}}, "kube.max_assumed"),
     ],
 )
 def test_bad_settings_name_the_key(data, names):
