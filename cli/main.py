@@ -12,7 +12,13 @@ from common.version import version
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stowage", description=__doc__)
     parser.add_argument("--version", action="version", version=f"stowage {version()}")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="DEBUG, INFO, WARNING or ERROR",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     from agent import main as agent_main

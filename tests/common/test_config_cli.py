@@ -58,3 +58,17 @@ def test_bad_config_files_are_one_line_naming_the_file_and_exit_2(tmp_path):
         assert proc.returncode == 2, (name, err)
         assert out == ""
         assert err == f"stowage coordinator: error: {tmp_path / name}: {cases[name]}\n", name
+
+
+def test_an_unknown_log_level_is_a_usage_error_not_a_traceback():
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.main", "--log-level", "LOUD", "agent", "--once"],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        "stowage: error: argument --log-level: invalid choice: 'LOUD'"
+        " (choose from 'DEBUG', 'INFO', 'WARNING', 'ERROR')"
+    )
+    assert result.stdout == ""
