@@ -1,0 +1,338 @@
+"""The coordinator's listeners as ``stowage coordinator`` builds them
+(:func:`coordinator.main.build_listeners`), over real sockets on 127.0.0.1:
+
+* under a slowloris attack of 1,000 connections that never finish their headers, a
+  kube-scheduler prioritize call and an agent's report are still answered (each client
+  call has a 2 s timeout: the failure mode, not a timing assertion);
+* slow connections are closed at the read deadline (short here; the default is checked
+  to be under the minute operators are promised);
+* with ``server.extender_listen`` and a client CA, the kube-scheduler extender is served
+  only there and only to callers with a client certificate, while agents keep reporting
+  to the main listener with their tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import resource
+import ssl
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import trustme
+
+from cli.main import build_parser
+from common import codec, listener
+from common.clock import SystemClock
+from common.errors import ConfigError
+from common.listener import Listener
+from coordinator import ingest
+from coordinator import main as coordinator_main
+from coordinator.auth import StaticTokens
+from coordinator.config import (
+    CoordinatorSettings,
+    IngestSettings,
+    PolicySettings,
+    ServerSettings,
+)
+from coordinator.live import LiveCluster
+from coordinator.metrics import CoordinatorMetrics
+from coordinator.services import Services
+from hack.loadgen.reports import build_report
+from tests.coordinator.extender.kubejson import pod
+
+TOKEN = "token-of-gpu-node"
+NODE = "gpu-node"
+CLIENT_TIMEOUT_S = 2.0
+"""Every legitimate call must be answered within this (acceptance: within 2 s)."""
+ATTACK = 1000
+WAIT_S = 10.0
+
+
+def node_json(name: str) -> dict[str, Any]:
+    allocatable = {"cpu": "224", "memory": "2Ti", "nvidia.com/gpu": "8", "pods": "110"}
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"capacity": dict(allocatable), "allocatable": allocatable},
+    }
+
+
+def settings_with(**server: Any) -> CoordinatorSettings:
+    return CoordinatorSettings(
+        listen="127.0.0.1:0",
+        policy=PolicySettings(name="most-allocated"),
+        ingest=IngestSettings(auth="static", static_tokens={TOKEN: NODE}),
+        server=ServerSettings(**server),
+    )
+
+
+Start = Callable[[CoordinatorSettings], Awaitable[list[Listener]]]
+
+
+@pytest.fixture
+async def start() -> AsyncIterator[Start]:
+    """``await start(settings)``: the coordinator's listeners over a cluster of two
+    nodes, started; stopped when the test ends."""
+    started: list[Listener] = []
+
+    async def start(settings: CoordinatorSettings) -> list[Listener]:
+        metrics = CoordinatorMetrics()
+        cluster = LiveCluster(settings, SystemClock(), metrics)
+        for name in (NODE, "other-node"):
+            cluster.upsert_node(node_json(name))
+        services = Services(
+            settings=settings,
+            clock=cluster.clock,
+            metrics=metrics,
+            cluster=cluster,
+            authenticator=StaticTokens(settings.ingest.static_tokens),
+        )
+        listeners = [site for site, _ in coordinator_main.build_listeners(settings, services, None)]
+        for site in listeners:
+            await site.start()
+            started.append(site)
+        return listeners
+
+    yield start
+    for site in reversed(started):
+        await site.stop()
+
+
+def session(tls: ssl.SSLContext | None = None) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=CLIENT_TIMEOUT_S),
+        connector=aiohttp.TCPConnector(ssl=tls if tls is not None else True),
+    )
+
+
+async def prioritize(url: str, tls: ssl.SSLContext | None = None) -> tuple[int, Any]:
+    args = {"Pod": pod(), "Nodes": None, "NodeNames": [NODE, "other-node"]}
+    async with session(tls) as s, s.post(f"{url}/scheduler/prioritize", json=args) as r:
+        return r.status, (await r.json() if r.status == 200 else await r.text())
+
+
+async def report(url: str, tls: ssl.SSLContext | None = None) -> int:
+    body = codec.encode(build_report(NODE, seq=1, now=time.time()))
+    headers = {"Content-Type": ingest.CONTENT_TYPE, "Authorization": f"Bearer {TOKEN}"}
+    async with (
+        session(tls) as s,
+        s.post(f"{url}{ingest.REPORTS_PATH}", data=body, headers=headers) as r,
+    ):
+        await r.read()
+        return r.status
+
+
+async def slow_connections(
+    port: int, count: int
+) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """``count`` connections, each having sent the start of a request it never finishes."""
+    opened = []
+    for _ in range(count):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /v1/reports HTTP/1.1\r\nHost: coordinator\r\nX-Slow: ")
+        opened.append((reader, writer))
+    return opened
+
+
+@pytest.fixture
+def room_for_the_attack() -> Any:
+    """Descriptors for both ends of the attack in this process (and the server's own)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = 2 * ATTACK + 1000
+    if soft < needed:
+        if hard != resource.RLIM_INFINITY and hard < needed:
+            pytest.skip(f"needs RLIMIT_NOFILE of {needed} (the hard limit is {hard})")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+async def test_scheduler_and_agents_are_served_through_a_slowloris_attack(
+    start: Start, room_for_the_attack: None
+) -> None:
+    """1,000 connections hold the start of a request (with the default read deadline, none
+    is cut off during the test): a prioritize call and a report still succeed, each
+    within its client's 2 s timeout."""
+    (site,) = await start(settings_with())
+    attack = await slow_connections(site.port, ATTACK)
+    try:
+        status, scores = await prioritize(site.url)
+        assert status == 200
+        assert {entry["Host"] for entry in scores} == {NODE, "other-node"}
+        assert await report(site.url) == 200
+        assert site.open_connections >= ATTACK  # the attack was still being held
+    finally:
+        for _, writer in attack:
+            writer.close()
+
+
+async def test_connections_that_never_finish_a_request_are_closed_at_the_read_deadline(
+    start: Start,
+) -> None:
+    assert ServerSettings().read_timeout_s <= 60  # what operators are promised by default
+    (site,) = await start(settings_with(read_timeout_s=0.5))
+    attack = await slow_connections(site.port, 50)
+    for reader, writer in attack:
+        assert await asyncio.wait_for(reader.read(), WAIT_S) == b""
+        writer.close()
+    assert await report(site.url) == 200
+
+
+# ------------------------------------------------------------------ the extender listener
+
+
+class Pki:
+    """A CA, the coordinator's certificate and kube-scheduler's client certificate."""
+
+    def __init__(self, tmp: Path) -> None:
+        ca = trustme.CA()
+        self.ca_file = str(tmp / "ca.pem")
+        ca.cert_pem.write_to_path(self.ca_file)
+        server = ca.issue_cert("127.0.0.1", "stowage-coordinator.stowage-system.svc")
+        self.cert_file, self.key_file = str(tmp / "tls.crt"), str(tmp / "tls.key")
+        server.cert_chain_pems[0].write_to_path(self.cert_file)
+        server.private_key_pem.write_to_path(self.key_file)
+        self.scheduler = ca.issue_cert("kube-scheduler")
+
+    def client(self, with_certificate: bool) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=self.ca_file)
+        if with_certificate:
+            self.scheduler.configure_cert(context)
+        return context
+
+
+async def test_mutual_tls_guards_the_kube_scheduler_extender_on_its_own_listener(
+    start: Start, tmp_path: Path
+) -> None:
+    pki = Pki(tmp_path)
+    main, extender = await start(
+        settings_with(
+            extender_listen="127.0.0.1:0",
+            tls_cert_file=pki.cert_file,
+            tls_key_file=pki.key_file,
+            tls_client_ca_file=pki.ca_file,
+        )
+    )
+    scheduler, anyone = pki.client(True), pki.client(False)
+    main_url, extender_url = (f"https://127.0.0.1:{site.port}" for site in (main, extender))
+
+    status, scores = await prioritize(extender_url, scheduler)
+    assert status == 200
+    assert {entry["Host"] for entry in scores} == {NODE, "other-node"}
+    with pytest.raises(aiohttp.ClientError):  # the handshake is refused
+        await prioritize(extender_url, anyone)
+
+    # Agents need no client certificate: they report to the main listener (TLS, token).
+    assert await report(main_url, anyone) == 200
+    assert (await prioritize(main_url, anyone))[0] == 404
+    assert await report(extender_url, scheduler) == 404
+
+
+async def test_without_an_extender_listener_one_listener_serves_everything(
+    start: Start,
+) -> None:
+    (site,) = await start(settings_with())
+    assert (await prioritize(site.url))[0] == 200
+    assert await report(site.url) == 200
+
+
+# ------------------------------------------------------------------ settings
+
+
+@pytest.mark.parametrize(
+    ("server", "message"),
+    [
+        ({"read_timeout_s": 0}, "server.read_timeout_s"),
+        ({"keepalive_timeout_s": -1}, "server.keepalive_timeout_s"),
+        ({"max_connections": 0}, "server.max_connections"),
+        ({"extender_listen": "8443"}, "server.extender_listen"),
+        ({"tls_cert_file": "tls.crt"}, "server.tls_cert_file and server.tls_key_file"),
+        ({"tls_key_file": "tls.key"}, "server.tls_cert_file and server.tls_key_file"),
+        (
+            {"tls_cert_file": "c", "tls_key_file": "k", "tls_client_ca_file": "ca"},
+            "server.tls_client_ca_file: needs server.extender_listen",
+        ),
+        (
+            {"extender_listen": "0.0.0.0:8443", "tls_client_ca_file": "ca"},
+            "server.tls_client_ca_file: needs server.extender_listen and server.tls_cert_file",
+        ),
+    ],
+)
+def test_server_settings_that_cannot_work_name_the_key(
+    server: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ServerSettings(**server)
+
+
+def test_command_line_flags_set_the_listeners() -> None:
+    args = build_parser().parse_args(
+        [
+            "coordinator",
+            "--listen=127.0.0.1:9000",
+            "--extender-listen=0.0.0.0:8443",
+            "--tls-cert-file=/tls/tls.crt",
+            "--tls-key-file=/tls/tls.key",
+            "--tls-client-ca-file=/tls/ca.crt",
+        ]
+    )
+    settings = coordinator_main.settings_from(args)
+    assert settings.listen == "127.0.0.1:9000"
+    assert dataclasses.asdict(settings.server) == {
+        **dataclasses.asdict(ServerSettings()),
+        "extender_listen": "0.0.0.0:8443",
+        "tls_cert_file": "/tls/tls.crt",
+        "tls_key_file": "/tls/tls.key",
+        "tls_client_ca_file": "/tls/ca.crt",
+    }
+    bare = coordinator_main.settings_from(
+        argparse.Namespace(config=None, listen=None, kubeconfig=None)
+    )
+    assert bare.server == ServerSettings()
+
+
+def test_a_client_ca_without_an_extender_listener_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = build_parser().parse_args(
+        ["coordinator", "--tls-cert-file=c", "--tls-key-file=k", "--tls-client-ca-file=ca"]
+    )
+    assert coordinator_main.main(args) == 2
+    assert "server.tls_client_ca_file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("extender_listen", "each"), [(None, 300), ("127.0.0.1:0", 150)])
+def test_the_cap_is_lowered_to_what_the_open_file_limit_fits(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    extender_listen: str | None,
+    each: int,
+) -> None:
+    """With a hard open-file limit that fits only 300 connections, the listeners share
+    them, with a warning, rather than run out of descriptors for the API server."""
+    asked: list[int] = []
+
+    def fits(wanted: int) -> int:
+        asked.append(wanted)
+        return 300
+
+    monkeypatch.setattr(listener, "fit_connections", fits)
+    settings = settings_with(max_connections=4096, extender_listen=extender_listen)
+    cluster = LiveCluster(settings, SystemClock(), CoordinatorMetrics())
+    services = Services(
+        settings=settings,
+        clock=cluster.clock,
+        metrics=cluster.metrics,
+        cluster=cluster,
+        authenticator=StaticTokens({}),
+    )
+    built = coordinator_main.build_listeners(settings, services, None)
+    assert asked == [4096 * len(built)]
+    assert [site.limits.max_connections for site, _ in built] == [each] * len(built)
+    assert f"fits {each} connections per listener, not max_connections=4096" in caplog.text
