@@ -13,6 +13,10 @@ import signal
 
 from hack.kubeapi.server import KubeApi
 
+COORDINATOR_NAMESPACE = "stowage-system"
+"""The coordinator's default ``kube.namespace``: a coordinator pointed at this emulator
+leads (its Lease needs the namespace) without anyone creating it by hand."""
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -43,6 +47,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--history", type=int, default=1000, help="watch events kept before 410 Expired"
     )
     parser.add_argument("--kubeconfig", help="write a kubeconfig for this server here")
+    parser.add_argument(
+        "--namespace",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a namespace to create besides the defaults (repeatable; default: "
+        f"{COORDINATOR_NAMESPACE}, where the coordinator keeps its Lease)",
+    )
     return parser.parse_args(argv)
 
 
@@ -54,6 +66,8 @@ async def serve(args: argparse.Namespace) -> None:
         history=args.history,
         require_auth=args.require_auth,
     )
+    for namespace in args.namespace or [COORDINATOR_NAMESPACE]:
+        api.add_namespace(namespace)
     for i in range(1, args.seed_nodes + 1):
         api.add_node(f"worker-{i}", address=f"10.0.0.{i}")
     for spec in args.token:

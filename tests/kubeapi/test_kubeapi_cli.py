@@ -41,6 +41,8 @@ def test_the_module_serves_seeded_nodes_and_tokens(tmp_path):
             nodes = client.CoreV1Api(c).list_node().items
             assert [n.metadata.name for n in nodes] == ["worker-1", "worker-2"]
             assert nodes[0].status.addresses[0].address == "10.0.0.1"
+            namespaces = {n.metadata.name for n in client.CoreV1Api(c).list_namespace().items}
+            assert "stowage-system" in namespaces  # the coordinator's Lease can be created
             body = client.V1TokenReview(
                 spec=client.V1TokenReviewSpec(token="t1", audiences=["stowage"])
             )

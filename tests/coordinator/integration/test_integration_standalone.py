@@ -124,6 +124,7 @@ def stop(proc: subprocess.Popen[str], log: Lines, signum: int) -> str:
     text = log.text()
     for trouble in ("Traceback", "never awaited", "Unclosed", "Task was destroyed", "ERROR"):
         assert trouble not in text, text
+    assert "WARNING coordinator.kube.leader" not in text, text  # the Lease just works
     return text
 
 
