@@ -107,9 +107,9 @@ async def run_loop(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     interval, jitter = agent.settings.interval_s, agent.settings.jitter_frac
-    metrics_runner = None
+    metrics_listener = None
     if metrics_at is not None:
-        metrics_runner = await agent_metrics.serve(agent.metrics, *metrics_at)
+        metrics_listener = await agent_metrics.serve(agent.metrics, *metrics_at)
     await reporter.start()
     log.info(
         "agent for node %s reporting to %s every %g s",
@@ -131,8 +131,8 @@ async def run_loop(
             delay = max(0.0, interval * (1 + rng.uniform(-jitter, jitter)) - elapsed)
     finally:
         await reporter.stop()
-        if metrics_runner is not None:
-            await metrics_runner.cleanup()
+        if metrics_listener is not None:
+            await metrics_listener.stop()
     log.info("agent stopped")
     return 0
 

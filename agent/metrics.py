@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from common.listener import Limits, Listener
+
 
 @dataclass
 class AgentMetrics:
@@ -53,9 +55,17 @@ class AgentMetrics:
         )
 
 
-async def serve(metrics: AgentMetrics, host: str, port: int) -> web.AppRunner:
-    """Serve ``/metrics`` (Prometheus text format) and ``/healthz`` until the runner is
-    cleaned up. The caller owns the returned runner."""
+METRICS_LIMITS = Limits(read_timeout_s=10.0, keepalive_timeout_s=120.0, max_connections=64)
+"""Prometheus (scraping every 15 s or so, one kept-alive connection) and kubelet's probes
+need a few connections: 64 leave room for several scrapers, while slow or idle clients
+cannot hold the agent's file descriptors (:mod:`common.listener`)."""
+
+
+async def serve(
+    metrics: AgentMetrics, host: str, port: int, limits: Limits = METRICS_LIMITS
+) -> Listener:
+    """Serve ``/metrics`` (Prometheus text format) and ``/healthz`` until the listener is
+    stopped. The caller owns the returned listener."""
 
     async def scrape(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(metrics.registry), content_type="text/plain")
@@ -66,7 +76,6 @@ async def serve(metrics: AgentMetrics, host: str, port: int) -> web.AppRunner:
     app = web.Application()
     app.router.add_get("/metrics", scrape)
     app.router.add_get("/healthz", healthz)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    return runner
+    site = Listener(app, host, port, limits)
+    await site.start()
+    return site
