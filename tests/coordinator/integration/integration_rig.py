@@ -272,6 +272,27 @@ def contiguity(annotations: Mapping[str, str]) -> str | None:
 # ------------------------------------------------------------------ a coordinator
 
 
+class LeaderFlag(asyncio.Event):
+    """The replica's "leading" flag, telling ``watchers`` of every change as it happens —
+    so a test sees each transition in order instead of sampling the flag."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.watchers: list[Callable[[bool], None]] = []
+
+    def set(self) -> None:
+        if not self.is_set():
+            super().set()
+            for watcher in self.watchers:
+                watcher(True)
+
+    def clear(self) -> None:
+        if self.is_set():
+            super().clear()
+            for watcher in self.watchers:
+                watcher(False)
+
+
 @dataclass
 class Coordinator:
     """One coordinator replica, served on 127.0.0.1 against the emulator at ``api_url``."""
@@ -295,6 +316,7 @@ class Coordinator:
             metrics=metrics,
             cluster=cluster,
             authenticator=auth.build_authenticator(self.settings, lambda: self.client),
+            leader=LeaderFlag(),
         )
         self.app = coordinator_app.make_app(self.services, self.client)
         self.runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=5.0)

@@ -7,7 +7,6 @@ has its own User-Agent), not from the replicas' own accounts."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -27,23 +26,28 @@ LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{rig.NAMESPACE}/leases"
 
 @contextlib.asynccontextmanager
 async def leadership_log(replicas: Sequence[rig.Coordinator]) -> AsyncIterator[list[list[str]]]:
-    """Every moment (sampled every few ms) at which more than one replica led."""
+    """Every moment at which more than one replica led: each replica's leader flag reports
+    its changes as they happen (all on this event loop, so in their true order), and the
+    set of leaders is checked after each."""
     overlaps: list[list[str]] = []
+    leading = {c.name for c in replicas if c.leading}
+    hooks = []
+    for replica in replicas:
+        flag = replica.services.leader
+        assert isinstance(flag, rig.LeaderFlag)
 
-    async def sample() -> None:
-        while True:
-            leading = [c.name for c in replicas if c.leading]
+        def changed(now_leading: bool, name: str = replica.name) -> None:
+            (leading.add if now_leading else leading.discard)(name)
             if len(leading) > 1:
-                overlaps.append(leading)
-            await asyncio.sleep(0.005)
+                overlaps.append(sorted(leading))
 
-    task = asyncio.create_task(sample())
+        flag.watchers.append(changed)
+        hooks.append((flag, changed))
     try:
         yield overlaps
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for flag, changed in hooks:
+            flag.watchers.remove(changed)
 
 
 def lease_reads(api: rig.RecordingKubeApi, replica: rig.Coordinator) -> int:
