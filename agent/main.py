@@ -36,6 +36,10 @@ from common.version import version
 
 log = logging.getLogger(__name__)
 
+MAX_SAMPLE_WINDOW_S = 60.0
+"""Longest ``--once`` wait between two rate samples: rates over a longer window are what
+the loop mode is for, and an unbounded one (``inf``) would never print a report."""
+
 
 class Agent:
     """The collectors of one node and the report they make together."""
@@ -234,6 +238,10 @@ def main(args: argparse.Namespace) -> int:
         settings = settings_from(args)
         if not args.once and not args.coordinator:
             raise ConfigError("--coordinator URL is required unless --once is given")
+        if not 0 <= args.sample_window <= MAX_SAMPLE_WINDOW_S:  # NaN too
+            raise ConfigError(
+                f"--sample-window {args.sample_window}: expected 0 to {MAX_SAMPLE_WINDOW_S:g} s"
+            )
         metrics_at = _host_port(args.metrics_listen) if args.metrics_listen else None
     except (HostPathError, ConfigError) as e:
         print(f"stowage agent: error: {e}", file=sys.stderr)

@@ -103,5 +103,8 @@ class AgentSettings:
             raise ConfigError(f"interval {self.interval_s} s: expected 0.05 to 3600")
         if not 0 <= self.jitter_frac < 1:
             raise ConfigError(f"jitter {self.jitter_frac}: expected 0 <= jitter < 1")
-        if not self.collector_timeout_s > 0:
-            raise ConfigError("collector timeout must be positive")
+        if not 0 < self.collector_timeout_s <= 600:
+            # Finite: the deadline is what keeps a hung collector from costing the cycle.
+            raise ConfigError(
+                f"collector timeout {self.collector_timeout_s} s: expected 0 < timeout <= 600"
+            )

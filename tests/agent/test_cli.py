@@ -153,3 +153,12 @@ def test_unknown_collector_and_missing_coordinator_are_config_errors():
     assert result.returncode == 2 and "bogus" in result.stderr
     result = stowage("agent")
     assert result.returncode == 2 and "--coordinator" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1"])
+def test_a_sample_window_that_never_ends_is_refused(value):
+    result = stowage("agent", "--once", "--pods-source", "none", "--sample-window", value)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"stowage agent: error: --sample-window {float(value)}: expected 0 to 60 s\n"
+    )
