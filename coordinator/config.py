@@ -198,8 +198,10 @@ class ServerSettings:
     takes only callers with a client certificate (mutual TLS), while agents keep
     reporting to the main listener with their tokens."""
     tls_cert_file: str | None = None
-    """PEM certificate (chain) served over TLS on every listener; with ``tls_key_file``.
-    Agents then need the CA in their ``reporter.ca_file``."""
+    """PEM certificate (chain) served over TLS, with ``tls_key_file``: on the extender
+    listener when there is one (the main listener stays plain HTTP: agents reach each
+    replica by pod IP and prove who they are with their tokens), else on the main one
+    (agents then need the CA in their ``reporter.ca_file``)."""
     tls_key_file: str | None = None
     """PEM private key of ``tls_cert_file``."""
     tls_client_ca_file: str | None = None

@@ -8,13 +8,19 @@ The coordinator serves one listener, or two (:func:`build_listeners`):
 * the main one (``listen``): agents' reports, which authenticate with their bearer tokens,
   Volcano's extender, health, metrics and ``/debug``;
 * with ``server.extender_listen``, a second one for the kube-scheduler extender
-  (``/scheduler/*``), which then leaves the main one. With ``server.tls_client_ca_file``
-  it asks every caller for a client certificate that CA signed (mutual TLS, as
-  kube-scheduler's extender ``tlsConfig`` offers). Mutual TLS gets a listener of its own
-  so that agents need no client certificates: asking for one on the main listener would
-  turn every agent away, while a certificate *offered* but optional would let any caller
-  without one through. Volcano's extender plugin has no TLS client settings, so it stays
-  on the main listener.
+  (``/scheduler/*``), which then leaves the main one. It serves TLS
+  (``server.tls_cert_file``) and, with ``server.tls_client_ca_file``, asks every caller
+  for a client certificate that CA signed (mutual TLS, as kube-scheduler's extender
+  ``tlsConfig`` offers).
+
+Mutual TLS gets a listener of its own so that agents need no client certificates: asking
+for one on the main listener would turn every agent away, while a certificate *offered*
+but optional would let any caller without one through. The main listener then stays plain
+HTTP: agents reach every replica by its pod IP (``--fan-out``), which a certificate for
+the Service's name does not cover, and they prove who they are with their tokens. Without
+an extender listener, the TLS certificate is served on the main listener (no client CA).
+Volcano's extender plugin has no TLS client settings, so ``/volcano/*`` stays on the main
+listener.
 
 Both are :class:`common.listener.Listener`: a total read deadline per request, an idle
 timeout and a cap on open connections, so slow clients cannot starve the others.
@@ -145,17 +151,15 @@ def build_listeners(
     )
     tls = None
     if server.tls_cert_file is not None and server.tls_key_file is not None:
-        tls = listener.server_tls(server.tls_cert_file, server.tls_key_file)
+        tls = listener.server_tls(
+            server.tls_cert_file, server.tls_key_file, server.tls_client_ca_file
+        )
     split = server.extender_listen is not None
     app = coordinator_app.make_app(services, client, kube_scheduler=not split)
     host, port = _address(settings.listen)
-    found = [(listener.Listener(app, host, port, limits, tls=tls), "")]
+    # TLS goes where the scheduler calls: its own listener when it has one.
+    found = [(listener.Listener(app, host, port, limits, tls=None if split else tls), "")]
     if server.extender_listen is not None:
-        if server.tls_client_ca_file is not None:
-            assert server.tls_cert_file is not None and server.tls_key_file is not None
-            tls = listener.server_tls(
-                server.tls_cert_file, server.tls_key_file, server.tls_client_ca_file
-            )
         host, port = _address(server.extender_listen)
         extender = listener.Listener(
             coordinator_app.make_extender_app(services), host, port, limits, tls=tls

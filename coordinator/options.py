@@ -15,7 +15,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="serve the kube-scheduler extender (/scheduler/*) here instead of on --listen",
     )
-    add("--tls-cert-file", metavar="PEM", help="serve HTTPS with this certificate (chain)")
+    add(
+        "--tls-cert-file",
+        metavar="PEM",
+        help="serve HTTPS with this certificate (chain): on the extender listener if any",
+    )
     add("--tls-key-file", metavar="PEM", help="the private key of --tls-cert-file")
     add(
         "--tls-client-ca-file",

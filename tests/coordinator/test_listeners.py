@@ -17,15 +17,19 @@ import argparse
 import asyncio
 import dataclasses
 import resource
+import shutil
 import ssl
+import subprocess
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
 import trustme
+import yaml
 
 from cli.main import build_parser
 from common import codec, listener
@@ -220,7 +224,8 @@ async def test_mutual_tls_guards_the_kube_scheduler_extender_on_its_own_listener
         )
     )
     scheduler, anyone = pki.client(True), pki.client(False)
-    main_url, extender_url = (f"https://127.0.0.1:{site.port}" for site in (main, extender))
+    main_url = f"http://127.0.0.1:{main.port}"
+    extender_url = f"https://127.0.0.1:{extender.port}"
 
     status, scores = await prioritize(extender_url, scheduler)
     assert status == 200
@@ -228,9 +233,9 @@ async def test_mutual_tls_guards_the_kube_scheduler_extender_on_its_own_listener
     with pytest.raises(aiohttp.ClientError):  # the handshake is refused
         await prioritize(extender_url, anyone)
 
-    # Agents need no client certificate: they report to the main listener (TLS, token).
-    assert await report(main_url, anyone) == 200
-    assert (await prioritize(main_url, anyone))[0] == 404
+    # Agents need no certificate: they report to the main listener (plain HTTP, token).
+    assert await report(main_url) == 200
+    assert (await prioritize(main_url))[0] == 404
     assert await report(extender_url, scheduler) == 404
 
 
@@ -240,6 +245,16 @@ async def test_without_an_extender_listener_one_listener_serves_everything(
     (site,) = await start(settings_with())
     assert (await prioritize(site.url))[0] == 200
     assert await report(site.url) == 200
+
+
+async def test_without_an_extender_listener_the_main_one_serves_tls(
+    start: Start, tmp_path: Path
+) -> None:
+    pki = Pki(tmp_path)
+    (site,) = await start(settings_with(tls_cert_file=pki.cert_file, tls_key_file=pki.key_file))
+    url = f"https://127.0.0.1:{site.port}"
+    assert (await prioritize(url, pki.client(False)))[0] == 200
+    assert await report(url, pki.client(False)) == 200
 
 
 # ------------------------------------------------------------------ settings
@@ -336,3 +351,55 @@ def test_the_cap_is_lowered_to_what_the_open_file_limit_fits(
     assert asked == [4096 * len(built)]
     assert [site.limits.max_connections for site, _ in built] == [each] * len(built)
     assert f"fits {each} connections per listener, not max_connections=4096" in caplog.text
+
+
+# ------------------------------------------------------------------ the manifests
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_scheduler_sample_calls_the_extender_listener_of_the_mtls_overlay(
+    tmp_path: Path,
+) -> None:
+    """kube-scheduler's sample configuration presents a client certificate to the port
+    and name the overlay's coordinator serves mutual TLS on, with files from its Secret."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("needs kubectl (kustomize) to build the overlay")
+    sample = yaml.safe_load((REPO / "daemonset/scheduler/kube-scheduler-config.yaml").read_text())
+    (extender,) = sample["extenders"]
+    url = urlsplit(extender["urlPrefix"])
+    assert (url.scheme, extender["enableHTTPS"]) == ("https", True)
+    tls = extender["tlsConfig"]
+    assert {"caFile", "certFile", "keyFile"} <= set(tls)
+    assert tls["serverName"] == url.hostname
+
+    built = subprocess.run(
+        [kubectl, "kustomize", str(REPO / "daemonset/overlays/extender-mtls")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(built)}
+    service = objects[("Service", "stowage-coordinator")]
+    assert url.hostname == f"stowage-coordinator.{service['metadata']['namespace']}.svc"
+    (port,) = [p for p in service["spec"]["ports"] if p["port"] == url.port]
+
+    pod = objects[("Deployment", "stowage-coordinator")]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (named,) = [p for p in container["ports"] if p["name"] == port["targetPort"]]
+    config = tmp_path / "config.yaml"  # the ConfigMap's file, where the args expect it
+    config.write_text(objects[("ConfigMap", "stowage-coordinator")]["data"]["config.yaml"])
+    args = [f"--config={config}" if a.startswith("--config=") else a for a in container["args"]]
+    settings = coordinator_main.settings_from(build_parser().parse_args(args))
+    assert settings.server.extender_listen == f"0.0.0.0:{named['containerPort']}"
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "tls"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "tls"]
+    assert volume["secret"]["optional"] is False
+    for path in (
+        settings.server.tls_cert_file,
+        settings.server.tls_key_file,
+        settings.server.tls_client_ca_file,
+    ):
+        assert path is not None
+        assert path.startswith(mount["mountPath"] + "/")
