@@ -125,8 +125,8 @@ class _Lane:
             fn, loop, future = job
             try:
                 outcome: tuple[Any, BaseException | None] = (fn(), None)
-            except Exception as e:  # handed to the task awaiting the job
-                outcome = (None, e)
+            except BaseException as e:  # settled whatever it is, as concurrent.futures does:
+                outcome = (None, e)  # an unsettled job would leave its collector busy forever
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
                 loop.call_soon_threadsafe(_settle, future, *outcome)
 

@@ -11,6 +11,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from agent.collectors.base import CollectorError, NoData, Runner
 from agent.metrics import AgentMetrics
 from common.schema import Absent
@@ -124,3 +126,29 @@ def test_a_collector_stuck_forever_does_not_keep_the_process_from_exiting(tmp_pa
     )
     assert result.returncode == 0, result.stderr
     assert "timeout: collection took over 0.2 s" in result.stdout
+
+
+@dataclass
+class Exits:
+    """A collector whose library calls ``sys.exit``: the job must still be settled."""
+
+    name: str = "numa"
+    exit_now: bool = True
+
+    def collect(self) -> object:
+        if self.exit_now:
+            raise SystemExit(3)
+        raise NoData("back")
+
+
+async def test_a_job_ending_in_a_base_exception_is_settled_not_left_busy():
+    runner = Runner(AgentMetrics(), timeout_s=DEADLINE_S)
+    collector = Exits()
+    try:
+        with pytest.raises(SystemExit) as info:  # reaches the caller, as it would inline
+            await runner.run_one(collector)
+        assert info.value.code == 3
+        collector.exit_now = False
+        assert await runner.run_one(collector) == Absent("back")
+    finally:
+        runner.close()
