@@ -14,7 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from agent.collectors import allocatable
 from agent.collectors.base import MAX_KERNEL_FILE_B
+from agent.hostpaths import HostPaths
+from common import codec
 from common.config import MAX_DEPTH, MAX_FILE_B
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,38 +74,56 @@ def _touch(path: Path) -> Path:
     return path
 
 
-def test_a_kubelet_config_that_is_not_a_config_costs_only_its_fields(host_copy, tmp_path):
-    root = host_copy("k8s-v2-node")
-    bad = tmp_path / "kubelet"
-    bad.mkdir()
-    cases: dict[str, tuple[Path, str]] = {
-        "latin-1": (bad / "latin1.yaml", "not UTF-8 (byte 44 is 0xe9)"),
-        "fifo": (bad / "fifo.yaml", "not a regular file (a FIFO)"),
-        "directory": (bad / "dir.yaml", "not a regular file (a directory)"),
-        "huge": (bad / "huge.yaml", f"larger than {MAX_FILE_B} bytes"),
-        "alias bomb": (bad / "bomb.yaml", "nodes with aliases expanded"),
-        "deep": (bad / "deep.yaml", f"nested deeper than {MAX_DEPTH} levels"),
+def _bad_kubelet_configs(directory: Path) -> dict[str, tuple[Path, str]]:
+    """Kubelet configs that are not configs, each with the reason the agent must give."""
+    cases = {
+        "latin-1": (directory / "latin1.yaml", "not UTF-8 (byte 44 is 0xe9)"),
+        "fifo": (directory / "fifo.yaml", "not a regular file (a FIFO)"),
+        "alias bomb": (directory / "bomb.yaml", "nodes with aliases expanded"),
+        "directory": (directory / "dir.yaml", "not a regular file (a directory)"),
+        "huge": (directory / "huge.yaml", f"larger than {MAX_FILE_B} bytes"),
+        "deep": (directory / "deep.yaml", f"nested deeper than {MAX_DEPTH} levels"),
     }
-    cases["latin-1"][0].write_bytes(
-        "kind: KubeletConfiguration\ncgroupDriver: caf\xe9\n".encode("latin-1")
-    )
+    latin1 = "kind: KubeletConfiguration\ncgroupDriver: caf\xe9\n".encode("latin-1")
+    cases["latin-1"][0].write_bytes(latin1)
     os.mkfifo(cases["fifo"][0])
+    cases["alias bomb"][0].write_text(_billion_laughs())
     cases["directory"][0].mkdir()
     os.truncate(_touch(cases["huge"][0]), MAX_FILE_B + 1)
-    cases["alias bomb"][0].write_text(_billion_laughs())
     cases["deep"][0].write_text("kubeReserved: " + "[" * 5000 + "]" * 5000 + "\n")
+    return cases
+
+
+def _only_kubelet_fields_absent(allocatable: dict[str, Any], path: Path, reason: str) -> None:
+    assert allocatable["kubelet"].startswith(f"error: kubelet config: {path}: ")
+    assert reason in allocatable["kubelet"]
+    # Only the kubelet's part is missing: capacity and cgroup limits are measured.
+    assert allocatable["memory"]["capacity_b"] == 65_848_316 * 1024
+    assert allocatable["memory"]["kubelet_allocatable_b"] is None
+    assert allocatable["cgroup"]["kubepods"]["cpu_weight"] == 586
+
+
+def test_a_kubelet_config_that_is_not_a_config_costs_only_its_fields(host_copy, tmp_path):
+    """The cases that crashed or could hang, as real agent runs (started together)."""
+    root = host_copy("k8s-v2-node")
+    cases = _bad_kubelet_configs(tmp_path)
     running = {
-        name: _agent(root, path, "--collectors", "allocatable") for name, (path, _) in cases.items()
+        name: _agent(root, cases[name][0], "--collectors", "allocatable")
+        for name in ("latin-1", "fifo", "alias bomb")
     }
     for name, proc in running.items():
-        path, reason = cases[name]
-        allocatable = _report(proc)["allocatable"]
-        assert allocatable["kubelet"].startswith(f"error: kubelet config: {path}: "), name
-        assert reason in allocatable["kubelet"], name
-        # Only the kubelet's part is missing: capacity and cgroup limits are measured.
-        assert allocatable["memory"]["capacity_b"] == 65_848_316 * 1024, name
-        assert allocatable["memory"]["kubelet_allocatable_b"] is None, name
-        assert allocatable["cgroup"]["kubepods"]["cpu_weight"] == 586, name
+        _only_kubelet_fields_absent(_report(proc)["allocatable"], *cases[name])
+
+
+@pytest.mark.parametrize("case", ["latin-1", "alias bomb", "directory", "huge", "deep"])
+def test_every_bad_kubelet_config_costs_only_its_fields_in_the_collector(
+    host_copy, tmp_path, clock, case
+):
+    root = host_copy("k8s-v2-node")
+    path, reason = _bad_kubelet_configs(tmp_path)[case]
+    paths = HostPaths.under(root / "proc", root / "sys", kubelet_config=path)
+    section = codec.to_plain(allocatable.AllocatableCollector(paths, clock).collect())
+    _only_kubelet_fields_absent(section, path, reason)
 
 
 def _billion_laughs() -> str:
