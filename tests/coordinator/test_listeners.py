@@ -1,9 +1,7 @@
 """The coordinator's listeners as ``stowage coordinator`` builds them
-(:func:`coordinator.main.build_listeners`), over real sockets on 127.0.0.1:
+(:func:`coordinator.main.build_listeners`), over real sockets on 127.0.0.1 (the slowloris
+attacks on a coordinator process are in ``test_listeners_attack.py``):
 
-* under a slowloris attack of 1,000 connections that never finish their headers, a
-  kube-scheduler prioritize call and an agent's report are still answered (each client
-  call has a 2 s timeout: the failure mode, not a timing assertion);
 * slow connections are closed at the read deadline (short here; the default is checked
   to be under the minute operators are promised);
 * with ``server.extender_listen`` and a client CA, the kube-scheduler extender is served
@@ -16,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import resource
 import shutil
 import ssl
 import subprocess
@@ -55,7 +52,6 @@ TOKEN = "token-of-gpu-node"
 NODE = "gpu-node"
 CLIENT_TIMEOUT_S = 2.0
 """Every legitimate call must be answered within this (acceptance: within 2 s)."""
-ATTACK = 1000
 WAIT_S = 10.0
 
 
@@ -142,38 +138,6 @@ async def slow_connections(
         writer.write(b"POST /v1/reports HTTP/1.1\r\nHost: coordinator\r\nX-Slow: ")
         opened.append((reader, writer))
     return opened
-
-
-@pytest.fixture
-def room_for_the_attack() -> Any:
-    """Descriptors for both ends of the attack in this process (and the server's own)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = 2 * ATTACK + 1000
-    if soft < needed:
-        if hard != resource.RLIM_INFINITY and hard < needed:
-            pytest.skip(f"needs RLIMIT_NOFILE of {needed} (the hard limit is {hard})")
-        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
-    yield
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
-async def test_scheduler_and_agents_are_served_through_a_slowloris_attack(
-    start: Start, room_for_the_attack: None
-) -> None:
-    """1,000 connections hold the start of a request (with the default read deadline, none
-    is cut off during the test): a prioritize call and a report still succeed, each
-    within its client's 2 s timeout."""
-    (site,) = await start(settings_with())
-    attack = await slow_connections(site.port, ATTACK)
-    try:
-        status, scores = await prioritize(site.url)
-        assert status == 200
-        assert {entry["Host"] for entry in scores} == {NODE, "other-node"}
-        assert await report(site.url) == 200
-        assert site.open_connections >= ATTACK  # the attack was still being held
-    finally:
-        for _, writer in attack:
-            writer.close()
 
 
 async def test_connections_that_never_finish_a_request_are_closed_at_the_read_deadline(
