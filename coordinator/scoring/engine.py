@@ -15,6 +15,7 @@ from collections.abc import Hashable, Mapping
 import numpy as np
 import numpy.typing as npt
 
+from coordinator.scoring import capacity
 from coordinator.scoring.base import Policy
 from coordinator.state.cluster import ClusterState, Placement
 from coordinator.state.podrequest import PodRequest
@@ -54,22 +55,15 @@ class Engine:
     # ----------------------------------------------------------------- filter
 
     def feasible(self, pod: PodRequest) -> npt.NDArray[np.bool_]:
-        """Nodes with room for the pod: CPU, memory, enough GPUs with enough free milli, and
-        an accepted GPU model."""
-        s = self.state
-        ok = (s.cpu_free >= pod.cpu_m) & (s.mem_free_effective() >= pod.mem_b)
-        if pod.gpus:
-            ok &= (s.gpu_free >= pod.gpu_milli).sum(axis=1) >= pod.gpus
-            if pod.gpu_models:
-                ok &= self._models_allowed(pod.gpu_models)[s.model_id]
-        return ok
-
-    def _models_allowed(self, models: frozenset[str]) -> npt.NDArray[np.bool_]:
-        allowed = self._model_ok.get(models)
-        if allowed is None:
-            allowed = np.array([m in models for m in self.state.models], dtype=bool)
-            self._model_ok[models] = allowed
-        return allowed
+        """Nodes with room for the pod (:mod:`coordinator.scoring.capacity`)."""
+        model_ok = None
+        if pod.gpus and pod.gpu_models:
+            model_ok = self._model_ok.get(pod.gpu_models)
+            if model_ok is None:
+                model_ok = self._model_ok[pod.gpu_models] = capacity.models_allowed(
+                    self.state, pod.gpu_models
+                )
+        return capacity.room(self.state, pod, slice(None), model_ok).fits(pod)
 
     # ------------------------------------------------------------------ score
 

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.config import SignalSettings
+from coordinator.scoring import capacity
 from coordinator.state.cluster import ClusterState
 from coordinator.state.podrequest import PodRequest
 
@@ -83,7 +84,7 @@ def refusals(
     same few counts, so each reason is written once per distinct value it names (a GPU
     count, a model, the free CPU …) and shared by the nodes naming it."""
     nodes = np.asarray(nodes, dtype=np.int64)
-    checks = _capacity(state, pod, nodes, settings) + _live(state, pod, nodes, settings)
+    checks = _capacity(state, pod, nodes) + _live(state, pod, nodes, settings)
     first = np.zeros(len(nodes), dtype=np.int64)  # 0: passes; k: fails check k first
     for k in range(len(checks), 0, -1):
         first[checks[k - 1].fails] = k
@@ -111,53 +112,48 @@ class _Check:
     unresolvable: bool = False
 
 
-def _capacity(
-    state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64], settings: SignalSettings
-) -> list[_Check]:
+def _capacity(state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64]) -> list[_Check]:
+    """The capacity checks of :mod:`coordinator.scoring.capacity`, one by one with a reason
+    each; a node fails one of them exactly when the engine finds it infeasible."""
+    has = capacity.room(state, pod, nodes)
     checks = []
-    if pod.gpus:
-        if pod.gpu_models:
-            wanted = ", ".join(sorted(pod.gpu_models))
-            allowed = np.array([m in pod.gpu_models for m in state.models], dtype=bool)
-            model_id = state.model_id[nodes]
-            checks.append(
-                _Check(
-                    ~allowed[model_id],
-                    model_id,
-                    lambda m: f"GPU model {state.models[m] or 'none'} is not one of {wanted}",
-                    unresolvable=True,
-                )
-            )
-        count = state.gpu_count[nodes]
+    if has.model_ok is not None and has.model_id is not None:
+        wanted = ", ".join(sorted(pod.gpu_models))
         checks.append(
             _Check(
-                count < pod.gpus,
-                count,
+                ~has.model_ok[has.model_id],
+                has.model_id,
+                lambda m: f"GPU model {state.models[m] or 'none'} is not one of {wanted}",
+                unresolvable=True,
+            )
+        )
+    if has.gpu_count is not None and has.gpus_with_room is not None:
+        checks.append(
+            _Check(
+                has.gpu_count < pod.gpus,
+                has.gpu_count,
                 lambda c: f"{c} GPUs on the node < {pod.gpus} requested",
                 unresolvable=True,
             )
         )
-        room = (state.gpu_free[nodes] >= pod.gpu_milli).sum(axis=1)
         checks.append(
             _Check(
-                room < pod.gpus,
-                room,
+                has.gpus_with_room < pod.gpus,
+                has.gpus_with_room,
                 lambda r: f"{r} GPUs with {pod.gpu_milli} milli free < {pod.gpus} requested",
             )
         )
-    cpu_free = state.cpu_free[nodes]
     checks.append(
         _Check(
-            cpu_free < pod.cpu_m,
-            cpu_free,
+            has.cpu_free < pod.cpu_m,
+            has.cpu_free,
             lambda c: f"CPU {c}m free < {pod.cpu_m}m requested",
         )
     )
-    mem_free = (state.mem_free_effective() if settings.true_allocatable else state.mem_free)[nodes]
     checks.append(
         _Check(
-            mem_free < pod.mem_b,
-            mem_free,
+            has.mem_free < pod.mem_b,
+            has.mem_free,
             lambda m: f"memory {_mib(max(0, m))} free < {_mib(pod.mem_b)} requested",
         )
     )
@@ -169,12 +165,11 @@ def _live(
 ) -> list[_Check]:
     checks = []
     if pod.contiguous_b:
-        contiguous = state.contiguous_2mib_b[nodes]
-        need = max(pod.contiguous_b, settings.contiguity_threshold_b)
+        need = pod.contiguous_b  # no less than the threshold (see kubeobjects.pod_request)
         checks.append(
             _Check(
-                (contiguous >= 0) & (contiguous < need),  # -1: not measured
-                contiguous,
+                state.short_of_contiguous(nodes, need),
+                state.contiguous_2mib_b[nodes],
                 lambda c: f"memory contiguity {_mib(c)} < {_mib(need)} needed",
             )
         )

@@ -181,6 +181,16 @@ class ClusterState:
         free: npt.NDArray[np.int64] = self.mem_free - shortfall
         return free
 
+    def short_of_contiguous(
+        self, nodes: npt.NDArray[np.int64], need_b: int
+    ) -> npt.NDArray[np.bool_]:
+        """Per node of ``nodes``, whether its agent measured less free memory in blocks of
+        2 MiB or more than ``need_b``; a node not measured (-1) is never short. The one
+        contiguity check: the live filter refuses such nodes, stowage marks them down."""
+        contiguous = self.contiguous_2mib_b[nodes]
+        short: npt.NDArray[np.bool_] = (contiguous >= 0) & (contiguous < need_b)
+        return short
+
     def gpu_idle_of(self, i: int) -> int:
         """Free milli-GPU of node ``i``."""
         row = self.gpu_free[i]

@@ -105,7 +105,7 @@ def pod_request(pod: Mapping[str, Any], contiguity_default_b: int) -> PodRequest
         gpus=gpus,
         gpu_milli=milli if gpus else 0,
         gpu_models=models if gpus else frozenset(),
-        contiguous_b=max(contiguous, totals.hugepages_b),
+        contiguous_b=_contiguity_need(max(contiguous, totals.hugepages_b), contiguity_default_b),
         batch=str(marks.get(QOS, "")).lower() in BATCH_CLASSES
         or podspec.qos_class(pod) == "BestEffort",
         numa_aligned=podspec.qos_class(pod) == "Guaranteed"
@@ -126,6 +126,14 @@ def _gpu_milli(raw: Any) -> int:
     if not text.isdigit() or not 0 < int(text) <= MILLI_PER_GPU:
         raise ValueError(f"{GPU_MILLI} {text!r}: expected an integer 1..1000")
     return int(text)
+
+
+def _contiguity_need(need_b: int, threshold_b: int) -> int:
+    """What a pod needing ``need_b`` in 2 MiB blocks is judged by: no less than the
+    threshold (``signals.contiguity_threshold_b``, ``memoryFragmentationThreshold``), so
+    a node is never judged with less contiguous room than the operator asked for. Applied
+    here once, so the filter and the policies read one number."""
+    return max(need_b, threshold_b) if need_b else 0
 
 
 def _contiguous(raw: Any, default_b: int) -> int:

@@ -28,7 +28,9 @@ class PodRequest:
     gpu_models: frozenset[str] = field(default_factory=frozenset)
     contiguous_b: int = 0
     """Memory it needs in blocks of 2 MiB or more (hugepage requests, or the opt-in
-    annotation); 0 for ordinary pods, whose memory can come from anywhere."""
+    annotation), raised to the configured threshold when a Pod is read
+    (:func:`coordinator.state.kubeobjects.pod_request`); 0 for ordinary pods, whose
+    memory can come from anywhere."""
     batch: bool = False
     """Throughput work that can wait: kept off nodes already running hot."""
     numa_aligned: bool = False

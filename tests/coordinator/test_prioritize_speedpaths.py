@@ -45,7 +45,7 @@ def reference_rejections(
 ) -> dict[int, Rejection]:
     """Node by node, as the filter was first written."""
     out: dict[int, Rejection] = {}
-    mem_free = state.mem_free_effective() if settings.true_allocatable else state.mem_free
+    mem_free = state.mem_free_effective()
     for i in nodes.tolist():
         rejection = _capacity(state, i, pod, int(mem_free[i])) or _live(state, i, pod, settings)
         if rejection is not None:
@@ -81,7 +81,7 @@ def _live(
 ) -> Rejection | None:
     if pod.contiguous_b:
         contiguous = int(state.contiguous_2mib_b[i])
-        need = max(pod.contiguous_b, settings.contiguity_threshold_b)
+        need = pod.contiguous_b  # the threshold is in it: kubeobjects.pod_request
         if 0 <= contiguous < need:
             return Rejection(
                 f"memory contiguity {contiguous // MIB} MiB < {need // MIB} MiB needed", False
@@ -191,7 +191,8 @@ def random_cluster(seed: int, policy: str, nodes: int | None = None) -> LiveClus
         if rng.random() < 0.7:
             signals = random_signals(rng, cluster.specs[name].gpus)
             cluster.signals[name] = signals
-            state.set_signals(state.index[name], signals)
+            # as a report's signals reach the state: through the settings' switches
+            state.set_signals(state.index[name], cluster._effective(signals, cluster.specs[name]))
     return cluster
 
 

@@ -184,8 +184,7 @@ class Stowage(Policy):
             share = (np.minimum(pressure, 100.0) - threshold) / (100.0 - threshold)
             out["pressure_points"] = np.where(hot, -self.args.pressure_points * share, np.nan)
         if pod.contiguous_b:
-            contiguous = state.contiguous_2mib_b[nodes]
-            short = (contiguous >= 0) & (contiguous < pod.contiguous_b)  # -1: not measured
+            short = state.short_of_contiguous(nodes, pod.contiguous_b)
             if short.any():
                 out["contiguity_points"] = np.where(short, -self.args.contiguity_points, np.nan)
         if pod.gpus >= 2:

@@ -54,6 +54,19 @@ def test_whole_and_shared_gpu_pods():
         pod_request(pod(annotations={"stowage.io/gpu-milli": "1500"}), 0)
 
 
+def test_a_pods_contiguity_need_is_never_below_the_threshold():
+    """Applied once, here: the filter and the policies read the one number."""
+    huge = pod(
+        requests={"cpu": "2", "hugepages-2Mi": "256Mi", "memory": "2Gi"},
+        limits={"cpu": "2", "hugepages-2Mi": "256Mi", "memory": "2Gi"},
+    )
+    assert pod_request(huge, 512 * MIB).contiguous_b == 512 * MIB
+    assert pod_request(huge, 0).contiguous_b == 256 * MIB
+    sized = pod(annotations={"stowage.io/needs-contiguous-memory": "2Gi"})
+    assert pod_request(sized, 512 * MIB).contiguous_b == 2 * GIB
+    assert pod_request(pod(requests={"cpu": "1"}), 512 * MIB).contiguous_b == 0
+
+
 def test_contiguity_batch_and_numa_flags():
     huge = pod(
         requests={"cpu": "2", "hugepages-2Mi": "1Gi", "memory": "2Gi"},
