@@ -36,7 +36,7 @@ def make_app(
     services: Services, api_client: Any | None = None, *, kube_scheduler: bool = True
 ) -> web.Application:
     """The application; with ``api_client`` (the kubernetes client) it also watches the
-    cluster, without it the node set comes only from extender requests and tests.
+    cluster; without it the node set is whatever the caller puts in (tests, benchmarks).
     ``kube_scheduler=False`` leaves the kube-scheduler extender to :func:`make_extender_app`
     on a listener of its own."""
     app = web.Application(client_max_size=services.settings.ingest.max_body_b)
