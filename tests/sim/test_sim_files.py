@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim.simfiles import ALLOW_MISSING, OPENB, need
+from tests.sim.simfiles import ALLOW_MISSING, need
 
 FAIL = pytest.fail.Exception
 SKIP = pytest.skip.Exception
@@ -23,8 +23,9 @@ def outcome(path: Path, environ: Mapping[str, str]) -> tuple[type[BaseException]
     raise AssertionError(f"need() returned for the missing {path}")
 
 
-def test_a_present_trace_file_is_returned():
-    path = OPENB / "openb_node_list_gpu_node.csv"
+def test_a_present_trace_file_is_returned(tmp_path):
+    path = tmp_path / "openb_node_list_gpu_node.csv"
+    path.write_text("sn,cpu_milli,memory_mib,gpu,model\n")
     assert need(path, environ={}) == path
 
 
