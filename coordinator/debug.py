@@ -1,8 +1,10 @@
 """``GET /debug/explain?pod=NS/NAME&node=NODE``: why a node would or would not get a pod.
 
 Answers the filter verdict and the policy's score broken into its components (for
-``stowage``: fragmentation and stranding before and after, the live-signal points), and
-whether the node's signals are fresh. Read-only; safe on every replica.
+``stowage``: fragmentation and stranding before and after, the live-signal points),
+whether the node's signals are fresh, and its latest report: the ``measured_at`` its
+agent wrote (shown, not trusted) and how many seconds ago this replica received it (what
+freshness is judged by). Read-only; safe on every replica.
 """
 
 from __future__ import annotations

@@ -246,10 +246,23 @@ class LiveCluster:
         return prioritize_rows(self._engine(), pod, rows, known, self.metrics)
 
     def explain(self, pod: PodRequest, name: str) -> dict[str, Any]:
+        """:func:`coordinator.live.decisions.explain`, and the node's latest report: when
+        its agent says it measured it, and how long ago this coordinator received it (what
+        freshness goes by); None before any."""
         if name not in self.specs or self.state is None:
             raise KeyError(name)
         i = self.state.index[name]
-        return explain(self._engine(), pod, i, name in self.signals, self.settings.signals)
+        answer = explain(self._engine(), pod, i, name in self.signals, self.settings.signals)
+        received = self.received_at.get(name)
+        answer["report"] = (
+            None
+            if received is None
+            else {
+                "measured_at": self.last_report_at[name],
+                "received_s_ago": self.clock.monotonic() - received,
+            }
+        )
+        return answer
 
     # -------------------------------------------------------------- internals
 

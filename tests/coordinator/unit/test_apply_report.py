@@ -10,6 +10,7 @@ import pytest
 from coordinator.config import CoordinatorSettings
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
+from coordinator.state.podrequest import PodRequest
 from coordinator.state.reports import signals_of
 from hack.bench.ingest import gpu_node
 from hack.loadgen.reports import build_report
@@ -143,3 +144,17 @@ def test_a_relist_without_a_node_forgets_its_reports(
     clock.advance(cluster.settings.signals.report_ttl_s + 1)
     assert cluster.expire() == ["gpu-b"]
     assert cluster.signals == {}
+
+
+def test_explain_shows_the_agents_date_and_the_receipt_age(
+    cluster: LiveCluster, clock: FakeClock
+) -> None:
+    pod = PodRequest(name="ns/p", cpu_m=1000, mem_b=2**30)
+    assert cluster.explain(pod, "gpu-a")["report"] is None
+    cluster.apply_report(build_report("gpu-a", now=clock.wall() - 3600))
+    clock.advance(5)
+
+    assert cluster.explain(pod, "gpu-a")["report"] == {
+        "measured_at": clock.wall() - 3605,
+        "received_s_ago": 5.0,
+    }
