@@ -4,8 +4,11 @@ aiohttp's own sites (``web.TCPSite``) bound neither the time a client may take t
 request nor how many connections it may hold open: a few hundred connections that send a
 header byte every few seconds hold their file descriptors forever, and once the process
 runs out, new connections — agents' reports, the scheduler's calls — are reset. aiohttp
-has no setting for either (and nothing better-kept serves our aiohttp apps), so a
-:class:`Listener` adds three bounds around aiohttp's own request handler:
+has no setting for either; servers that have them (uvicorn's ``limit_concurrency``,
+hypercorn's timeouts) would mean leaving aiohttp, whose applications, middlewares and test
+tools the coordinator and agent are built on. So a :class:`Listener` keeps aiohttp's own
+HTTP/1 protocol (:class:`~aiohttp.web_protocol.RequestHandler`, subclassed to hook its
+connection and data events) and its own accept loop, and adds three bounds:
 
 * **A read deadline per request** (``read_timeout_s``), armed when the connection is
   accepted (its first request) or when the first byte of a later request arrives, and
@@ -13,7 +16,10 @@ has no setting for either (and nothing better-kept serves our aiohttp apps), so 
   trickling in never push it back (as Go's ``http.Server.ReadTimeout``, not an idle
   timer). When it passes the connection is closed, and a handler still waiting for the
   body is cancelled — a request read only in part changes nothing. The time a handler
-  takes once the body is in is not bounded here: that is the handler's business.
+  takes once the body is in is not bounded here: that is the handler's business. (The
+  start of a pipelined request that arrives in the same read as the end of the previous
+  body arms no deadline until its next bytes; if none come, the idle timeout below
+  closes the connection.)
 * **An idle timeout between requests** (``keepalive_timeout_s``, aiohttp's own): a
   keep-alive connection with no new request is closed after it. It must outlast the
   clients' own keep-alive (aiohttp's client: 15 s, Go's: 90 s), or a client may send on a
@@ -28,9 +34,9 @@ has no setting for either (and nothing better-kept serves our aiohttp apps), so 
   :func:`fit_connections` raises the process's open-file limit to make room for the cap,
   or says how many connections fit when the hard limit is lower.
 
-TLS is optional (an :class:`ssl.SSLContext`, see :func:`server_tls`); its handshake is
-bounded by ``read_timeout_s`` too, and with a client CA a client certificate is required
-(mutual TLS).
+TLS is optional (an :class:`ssl.SSLContext`, see :func:`server_tls`); the handshake has a
+deadline of ``read_timeout_s`` of its own, before the first request's, and with a client
+CA a client certificate is required (mutual TLS).
 """
 
 from __future__ import annotations
