@@ -138,14 +138,44 @@ def mutated(draw: st.DrawFn, seed: Any, *, max_count: int = 2000) -> Any:
         if not path:
             value = draw(_replacements(value, budget))
             continue
-        parent = value
-        for key in path[:-1]:
-            parent = parent[key]
-        key = path[-1]
+        parent, key = _at(value, path[:-1]), path[-1]
         if isinstance(parent, dict) and draw(st.integers(0, 9)) == 0:
             del parent[key]
         else:
             parent[key] = draw(_replacements(parent[key], budget))
+    return value
+
+
+@st.composite
+def reshaped(draw: st.DrawFn, seed: Any) -> Any:
+    """``seed`` (not changed) with one array made ragged, emptied or doubled, its elements
+    otherwise left as they were: a shape error that a type check alone lets through.
+    Half the time the array is a matrix or one of its rows (NVLink and topology matrices
+    are a handful of the report's hundreds of arrays)."""
+    value = copy.deepcopy(seed)
+    arrays = [path for path in _places(value) if path and isinstance(_at(value, path), list)]
+    if not arrays:
+        return value
+    matrices = [path for path in arrays if _is_matrix(_at(value, path))]
+    rows = [(*path, i) for path in matrices for i in range(len(_at(value, path)))]
+    if matrices and draw(st.booleans()):
+        arrays = matrices + rows
+    path = draw(st.sampled_from(arrays))
+    parent, key = _at(value, path[:-1]), path[-1]
+    items = parent[key]
+    parent[key] = draw(
+        st.sampled_from([items[:-1], [*items, *items[-1:]], [], items * 2, items[1:]])
+    )
+    return value
+
+
+def _is_matrix(value: list[Any]) -> bool:
+    return bool(value) and all(isinstance(row, list) for row in value)
+
+
+def _at(value: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        value = value[key]
     return value
 
 

@@ -97,7 +97,7 @@ def bodies(path: str) -> st.SearchStrategy[bytes]:
     return st.one_of(
         seeds.flatmap(hostile.mutated).map(hostile.encode_json),
         seeds.flatmap(hostile.mutated).map(hostile.encode_json),
-        seeds.flatmap(hostile.mutated).map(hostile.encode_json),
+        seeds.flatmap(hostile.reshaped).map(hostile.encode_json),
         st.binary(max_size=512),
         seeds.map(hostile.encode_json),
     )
