@@ -66,6 +66,9 @@ spin. The connection stays in the accept queue meanwhile."""
 RESERVED_FDS = 512
 """File descriptors kept out of the connection cap by :func:`fit_connections`: the
 Kubernetes client's connections, watches, log and config files, the event loop's own."""
+FULL_WARNING_EVERY_S = 60.0
+"""At most one warning this often that the cap is reached: under a sustained attack every
+freed slot fills again at once, and a line for each would flood the log."""
 BACKLOG = 1024
 """The accept queue: connections waiting while the cap is reached (the kernel further
 limits it to ``net.core.somaxconn``)."""
@@ -213,6 +216,7 @@ class Listener:
         """Connections accepted and not yet closed (at most ``limits.max_connections``)."""
         self.waiting = False
         """True while an accepted connection waits for one of the open ones to close."""
+        self._warned_at = -FULL_WARNING_EVERY_S
 
     @property
     def port(self) -> int:
@@ -280,11 +284,14 @@ class Listener:
             task.add_done_callback(self._connecting.discard)
 
     async def _wait_for_room(self) -> None:
-        log.warning(
-            "%s: %d connections open (max_connections); new ones wait until one closes",
-            self.url,
-            self.open_connections,
-        )
+        now = asyncio.get_running_loop().time()
+        if now - self._warned_at >= FULL_WARNING_EVERY_S:
+            self._warned_at = now
+            log.warning(
+                "%s: %d connections open (max_connections); new ones wait until one closes",
+                self.url,
+                self.open_connections,
+            )
         self.waiting = True
         try:
             while self.open_connections >= self.limits.max_connections:

@@ -214,6 +214,23 @@ async def test_past_the_cap_a_connection_waits_until_an_open_one_closes(serve: S
     await until(lambda: site.open_connections == 0, "every slot given back")
 
 
+async def test_a_full_listener_warns_once_not_for_every_waiting_connection(
+    serve: Serve, caplog: pytest.LogCaptureFixture
+) -> None:
+    site = await serve(App().app(), Limits(max_connections=1))
+    reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
+    assert (await response_to(writer, reader)).endswith(b"hello")
+    for _ in range(3):  # each waits, then takes the slot its predecessor gives back
+        next_reader, next_writer = await asyncio.open_connection("127.0.0.1", site.port)
+        await until(lambda: site.waiting, "the next connection waits")
+        writer.close()
+        reader, writer = next_reader, next_writer
+        assert (await response_to(writer, reader)).endswith(b"hello")
+    writer.close()
+    warnings = [r for r in caplog.records if "max_connections" in r.getMessage()]
+    assert len(warnings) == 1
+
+
 async def test_a_refused_accept_does_not_stop_the_listener(
     serve: Serve, monkeypatch: pytest.MonkeyPatch
 ) -> None:
