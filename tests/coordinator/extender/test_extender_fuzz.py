@@ -9,6 +9,7 @@ Bodies are valid requests of each verb with a few hostile mutations (see
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
@@ -106,7 +107,8 @@ def bodies(path: str) -> st.SearchStrategy[bytes]:
 async def post_and_check(rig: Rig, path: str, body: bytes) -> int:
     """POST ``body``: never a 5xx; a refusal is a JSON error and leaves the cluster as it was."""
     before = fingerprint(rig.cluster)
-    resp = await rig.client.post(path, data=body, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    resp = await rig.client.post(path, data=io.BytesIO(body), headers=headers)
     text = await resp.text()
     assert resp.status < 500, (resp.status, text[:500], body[:500])
     if resp.status != 200:
