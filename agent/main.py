@@ -259,5 +259,8 @@ def main(args: argparse.Namespace) -> int:
         else:
             reporter = Reporter(settings.reporter, metrics=metrics, clock=clock)
         return asyncio.run(run_loop(agent, reporter, random.Random(), metrics_at))
+    except ConfigError as e:  # found when the reporter starts: its TLS settings
+        print(f"stowage agent: error: {e}", file=sys.stderr)
+        return 2
     finally:
         agent.close()

@@ -59,6 +59,8 @@ _MAX_REPLY_B: Final = 64 * 1024
 """Directives encode to ~100 bytes; a bigger reply is a misrouted request, not directives."""
 MAX_TOKEN_B: Final = 64 * 1024
 """Largest token file read; a projected service-account token is about 1 KiB."""
+MAX_CA_FILE_B: Final = 4 * 2**20
+"""Largest CA bundle read; a distribution's whole trust store is about 200 KiB."""
 
 
 class ReportError(StowageError):
@@ -280,10 +282,7 @@ class Reporter:
     def _open_session(self) -> aiohttp.ClientSession:
         if self._session is None:
             s = self._settings
-            try:
-                tls = ssl.create_default_context(cafile=s.ca_file) if s.ca_file else True
-            except OSError as e:
-                raise ConfigError(f"reporter ca_file {s.ca_file}: {e}") from e
+            tls = _tls_context(s.ca_file) if s.ca_file else True
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(
                     total=s.total_timeout_s, sock_connect=s.connect_timeout_s
@@ -330,3 +329,20 @@ def _log_crash(task: asyncio.Task[None]) -> None:
     """Make a dead delivery task loud: otherwise the node silently stops reporting."""
     if not task.cancelled() and task.exception() is not None:
         log.error("report delivery stopped", exc_info=task.exception())
+
+
+def _tls_context(ca_file: str) -> ssl.SSLContext:
+    """A TLS context trusting the PEM bundle in ``ca_file``.
+
+    Read with :func:`common.files.read_regular` rather than handed to OpenSSL by name: this
+    runs on the event loop, where a FIFO in the bundle's place would block every task.
+    """
+    try:
+        pem = read_regular(ca_file, MAX_CA_FILE_B).decode("ascii")
+        if not pem.strip():  # cadata="" would quietly trust the system store instead
+            raise ConfigError(f"--ca-file {ca_file}: empty, expected PEM certificates")
+        return ssl.create_default_context(cadata=pem)
+    except OSError as e:  # ssl.SSLError is an OSError
+        raise ConfigError(f"--ca-file {ca_file}: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"--ca-file {ca_file}: not a PEM certificate bundle") from e

@@ -162,3 +162,47 @@ def test_a_sample_window_that_never_ends_is_refused(value):
     assert result.stderr == (
         f"stowage agent: error: --sample-window {float(value)}: expected 0 to 60 s\n"
     )
+
+
+def test_a_ca_file_that_is_not_a_bundle_is_one_line_and_exit_2(tmp_path):
+    """Checked when the reporter starts, on the event loop: never a traceback or a hang."""
+    cases = {
+        "missing.pem": "No such file or directory",
+        "fifo.pem": "not a regular file (a FIFO)",
+        "empty.pem": "empty, expected PEM certificates",
+        "latin1.pem": "not a PEM certificate bundle",
+        "junk.pem": "no start line: cadata does not contain a certificate",
+    }
+    os.mkfifo(tmp_path / "fifo.pem")
+    (tmp_path / "empty.pem").write_text("")  # cadata="" would trust the system store
+    (tmp_path / "latin1.pem").write_bytes("caf\xe9".encode("latin-1"))
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    running = {
+        name: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cli.main",
+                "agent",
+                "--pods-source",
+                "none",
+                "--coordinator",
+                "https://127.0.0.1:1",
+                "--ca-file",
+                str(tmp_path / name),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )  # fmt: skip
+        for name in cases
+    }
+    for name, proc in running.items():
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 2, (name, err)
+        lines = err.splitlines()
+        assert len(lines) == 1, (name, err)
+        assert lines[-1].startswith(f"stowage agent: error: --ca-file {tmp_path / name}: "), name
+        assert cases[name] in lines[-1] and "Traceback" not in err, name

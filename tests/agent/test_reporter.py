@@ -12,6 +12,7 @@ import logging
 import os
 import random
 import socket
+import ssl
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 from aiohttp import web
 from msgspec import structs
 
@@ -556,6 +558,26 @@ async def test_a_fifo_token_file_fails_the_send_without_blocking_the_agent(
     assert coord.seqs == []
 
 
+async def test_an_https_coordinator_is_trusted_through_the_ca_file(
+    aiohttp_server: Any, make_reporter: Factory, tmp_path: Path
+) -> None:
+    ca = trustme.CA()
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_tls)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    trustme.CA().cert_pem.write_to_path(str(tmp_path / "other.pem"))
+    coord = Coordinator()
+    server = await aiohttp_server(coord.app(), ssl=server_tls)
+    url = str(server.make_url("")).rstrip("/")
+    assert url.startswith("https://127.0.0.1:")
+    rep = await make_reporter(url, start=False, ca_file=str(tmp_path / "ca.pem"))
+    await rep.send_once(make_report(1))
+    stranger = await make_reporter(url, start=False, ca_file=str(tmp_path / "other.pem"))
+    with pytest.raises(reporter.ReportError):
+        await stranger.send_once(make_report(2))
+    assert coord.seqs == [1]
+
+
 # ------------------------------------------------------------------- lifecycle
 
 
@@ -580,7 +602,7 @@ async def test_settings_are_checked_and_stop_is_idempotent(
 ) -> None:
     with pytest.raises(ConfigError):
         reporter.Reporter(ReporterSettings(), metrics=AgentMetrics())
-    with pytest.raises(ConfigError, match="ca_file"):
+    with pytest.raises(ConfigError, match="--ca-file .*missing.pem: No such file"):
         await make_reporter("https://127.0.0.1:1", ca_file=str(tmp_path / "missing.pem"))
     rep = await make_reporter("http://127.0.0.1:1")
     await rep.stop()
