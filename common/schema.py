@@ -440,7 +440,25 @@ class Resources(_Record):
     )
 
 
-class PodInfo(_Record):
+class PodUsage(_Record):
+    """Measured from the pod's own cgroup, this cycle: what the colocation controller reads
+    to tell latency-sensitive stall from best-effort use (issue 10)."""
+
+    cpu_m: MilliCPU | None
+    """CPU used over the last interval (``cpuacct.usage`` / ``cpu.stat usage_usec`` delta);
+    None on the first sample, when there is no delta yet."""
+    cpu_some_avg10_pct: Pct | None
+    """The pod cgroup's ``cpu.pressure`` "some avg10" (v2 or the hybrid unified tree); None
+    where the kernel keeps no per-cgroup PSI."""
+    cpu_some_rate_pct: Pct | None
+    """The same stall share from the ``total`` delta since the last cycle (as
+    :attr:`PsiLine.rate_pct` is for system PSI)."""
+
+
+class PodInfo(_Record, omit_defaults=True):
+    """One pod bound to the node. New fields have defaults and are left off the wire while
+    they hold them, so a report without them reads the same to an older coordinator."""
+
     namespace: Name
     name: Name
     uid: Name
@@ -451,6 +469,7 @@ class PodInfo(_Record):
     requests: Resources
     limits: Resources
     labels: Annotated[dict[Name, Text], Meta(max_length=64)]
+    usage: PodUsage | None = None
 
 
 class PodsSection(_Record):
@@ -464,8 +483,27 @@ class PodsSection(_Record):
 # ------------------------------------------------------------------------- report
 
 
-class NodeReport(_Record):
-    """One agent's report for one cycle. ``seq`` grows by one per report from an agent run."""
+class Enforcement(_Record):
+    """What the agent's enforcer has applied now, reported every cycle, so the coordinator
+    (and ``/debug``) see the node's actual state rather than the directive it was sent."""
+
+    be_cpu_quota_m: MilliCPU | None
+    """Applied now; None = the node's defaults (nothing changed)."""
+    source: Name
+    """``coordinator``, ``local`` (the agent's fast path) or ``default``."""
+    applied_at: UnixTime | None
+    """When the current value was applied."""
+    local_actions: Count
+    """Agent-local tightenings since the agent started."""
+    error: Text | None = None
+    """The last enforcement failure, if any."""
+
+
+class NodeReport(_Record, omit_defaults=True):
+    """One agent's report for one cycle. ``seq`` grows by one per report from an agent run.
+
+    ``enforcement`` has a default and is left off the wire while it holds it, so a report
+    from an agent without an enforcer is byte-for-byte what it was."""
 
     schema_version: Version
     node: Name
@@ -479,12 +517,33 @@ class NodeReport(_Record):
     gpus: GpuSection | Absent
     usage: UsageSection | Absent
     pods: PodsSection | Absent
+    enforcement: Enforcement | None = None
 
 
-class Directives(_Record):
+MAX_BE_PODS: Final = 512
+"""Most best-effort pod UIDs one directive names; beyond kubelet's default 110 pods a node
+with more is misconfigured, and the cap bounds the agent's reply buffer."""
+
+
+class LocalBounds(_Record):
+    """What the agent may do alone, at once, between two reports (the fast path)."""
+
+    pressure_high_pct: Pct
+    """LS cpu "some" stall share over ``window_s`` at or above which the agent tightens."""
+    window_s: Seconds
+    """The window the agent measures LS stall over (e.g. 1.0)."""
+    quota_m: MilliCPU
+    """The BE quota the agent applies alone: at least the floor, at most the directive's."""
+    hold_s: Seconds
+    """How long a local tightening lasts without the coordinator confirming it."""
+
+
+class Directives(_Record, omit_defaults=True):
     """The coordinator's answer to a report: what the node should do until ``ttl_s`` passes.
 
-    ``be_cpu_quota_m`` None means "no throttle, the node's default".
+    ``be_cpu_quota_m`` None means "no throttle, the node's default". Fields at their
+    defaults are left off the wire, so an unthrottled answer is what it always was and an
+    agent built before colocation still reads it.
     """
 
     schema_version: Version
@@ -492,6 +551,14 @@ class Directives(_Record):
     issued_at: UnixTime
     ttl_s: Seconds
     be_cpu_quota_m: MilliCPU | None = None
+    be_reason: Text = ""
+    """Why ``be_cpu_quota_m`` is what it is (shown in events, annotations and explain)."""
+    be_pods: Annotated[list[Name], Meta(max_length=MAX_BE_PODS)] = msgspec.field(
+        default_factory=list
+    )
+    """UIDs of this node's BE pods the quota applies to."""
+    local: LocalBounds | None = None
+    """Bounds for the agent's fast path; None: the agent must not act alone."""
 
 
 SECTIONS: Final = ("psi", "memfrag", "allocatable", "numa", "gpus", "usage", "pods")

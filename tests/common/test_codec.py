@@ -27,11 +27,13 @@ from common.schema import (
     CpuAllocatable,
     CpuUsage,
     Directives,
+    Enforcement,
     GpuDevice,
     GpuSection,
     HugepagePool,
     KubeletSettings,
     KubepodsCgroup,
+    LocalBounds,
     MemfragSection,
     MemoryAllocatable,
     MemoryUsage,
@@ -42,6 +44,7 @@ from common.schema import (
     NumaSection,
     PodInfo,
     PodsSection,
+    PodUsage,
     PsiGroup,
     PsiLine,
     PsiResource,
@@ -329,6 +332,7 @@ def make_pods() -> PodsSection:
                 requests=requests,
                 limits=limits,
                 labels={"app": "train", "app.kubernetes.io/part-of": "llm", "team": "ünïcødé ✓"},
+                usage=PodUsage(cpu_m=3_250, cpu_some_avg10_pct=31.5, cpu_some_rate_pct=28.25),
             ),
             PodInfo(
                 namespace="kube-system",
@@ -361,6 +365,9 @@ def make_report() -> NodeReport:
         gpus=make_gpus(),
         usage=make_usage(),
         pods=make_pods(),
+        enforcement=Enforcement(
+            be_cpu_quota_m=2_000, source="coordinator", applied_at=NOW - 5.0, local_actions=3
+        ),
     )
 
 
@@ -415,7 +422,24 @@ def test_wire_form_of_absent_and_sections() -> None:
     assert data["pods"]["pods"][1]["limits"]["extended"] == {}
     sparse = msgspec.msgpack.decode(encode(make_sparse_report()))
     assert sparse["gpus"] == "nvml-unavailable"
-    assert list(sparse) == list(NodeReport.__struct_fields__)  # declaration order
+    # Declaration order; ``enforcement`` at its default stays off the wire.
+    assert list(sparse) == [f for f in NodeReport.__struct_fields__ if f != "enforcement"]
+    assert list(data)[-1] == "enforcement"
+    assert data["enforcement"]["error"] is None
+    assert "usage" not in data["pods"]["pods"][1]
+    assert data["pods"]["pods"][0]["usage"]["cpu_some_avg10_pct"] == 31.5
+
+
+def test_report_without_colocation_fields_decodes_with_defaults() -> None:
+    # What agents built before colocation send: no enforcement, no per-pod usage.
+    data = plain_report()
+    del data["enforcement"]
+    del data["pods"]["pods"][0]["usage"]
+    report = decode_report(pack(data))
+    assert report.enforcement is None
+    assert isinstance(report.pods, PodsSection)
+    assert report.pods.pods[0].usage is None
+    assert encode(report) == pack(data)  # and it encodes back to the very same bytes
 
 
 def test_decoded_report_is_typed() -> None:
@@ -608,6 +632,76 @@ def test_directives_round_trip_and_wire_form() -> None:
     assert decode_directives(encode(unthrottled)) == unthrottled
     without_quota = {"schema_version": 1, "node": "n", "issued_at": NOW, "ttl_s": 5}
     assert decode_directives(pack(without_quota)).be_cpu_quota_m is None
+
+
+def test_colocation_directives_round_trip_and_wire_form() -> None:
+    throttled = structs.replace(
+        DIRECTIVES,
+        be_cpu_quota_m=1500,
+        be_reason="LS cpu some avg10 42.0% >= 30.0% for 10s",
+        be_pods=["6d3c2f1e-0000-4000-8000-000000000001", "6d3c2f1e-0000-4000-8000-00000000000b"],
+        local=LocalBounds(pressure_high_pct=30.0, window_s=1.0, quota_m=1000, hold_s=15.0),
+    )
+    payload = encode(throttled)
+    assert decode_directives(payload) == throttled
+    assert msgspec.msgpack.decode(payload)["local"] == {
+        "pressure_high_pct": 30.0,
+        "window_s": 1.0,
+        "quota_m": 1000,
+        "hold_s": 15.0,
+    }
+    # Unthrottled, the new fields hold their defaults and the answer is the old four keys.
+    plain = msgspec.msgpack.decode(encode(structs.replace(DIRECTIVES, be_cpu_quota_m=None)))
+    assert sorted(plain) == ["issued_at", "node", "schema_version", "ttl_s"]
+    old = decode_directives(pack({"schema_version": 1, "node": "n", "issued_at": NOW, "ttl_s": 5}))
+    assert (old.be_reason, old.be_pods, old.local) == ("", [], None)
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"be_pods": ["u"] * 513}, "be_pods: expected `array` of length <= 512"),
+        ({"be_pods": [1]}, "be_pods[0]: expected `str`, got `int`"),
+        ({"be_reason": None}, "be_reason: expected `str`, got `None`"),
+        ({"be_reason": "r" * 4097}, "be_reason: expected `str` of length <= 4096"),
+        (
+            {"local": {"pressure_high_pct": 101.0, "window_s": 1.0, "quota_m": 1, "hold_s": 1.0}},
+            "local.pressure_high_pct: expected `float` <= 100.0",
+        ),
+        (
+            {"local": {"pressure_high_pct": 30.0, "window_s": 1.0, "quota_m": -1, "hold_s": 1.0}},
+            "local.quota_m: expected `int` >= 0",
+        ),
+        ({"local": {"window_s": 1.0}}, "local: object missing required field `pressure_high_pct`"),
+    ],
+)
+def test_colocation_directives_rejected(change: dict[str, Any], fragment: str) -> None:
+    data = {**codec.to_plain(DIRECTIVES), **change}
+    with pytest.raises(SchemaError) as info:
+        decode_directives(pack(data))
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "fragment"),
+    [
+        (("enforcement", "source"), "s" * 254, "enforcement.source: expected `str` of length"),
+        (("enforcement", "be_cpu_quota_m"), -5, "enforcement.be_cpu_quota_m: expected `int` >= 0"),
+        (("enforcement", "local_actions"), 1.5, "enforcement.local_actions: expected `int`"),
+        (
+            ("pods", "pods", 0, "usage", "cpu_some_avg10_pct"),
+            math.nan,
+            "pods.pods[0].usage.cpu_some_avg10_pct: expected `float` >= 0.0",
+        ),
+        (("pods", "pods", 0, "usage", "cpu_m"), "3m", "pods.pods[0].usage.cpu_m: expected `int"),
+    ],
+)
+def test_colocation_report_fields_rejected(
+    path: tuple[Any, ...], value: Any, fragment: str
+) -> None:
+    data = plain_report()
+    set_at(data, path, value)
+    assert fragment in rejection(data)
 
 
 @pytest.mark.parametrize(
