@@ -31,6 +31,9 @@ _V1_CPU_DIRS: Final = ("cpu,cpuacct", "cpu", "cpuacct,cpu")
 _V1_UNLIMITED: Final = 2**62
 _V2_INACTIVE: Final = re.compile(r"^inactive_file (\d+)$", re.M)
 _V1_INACTIVE: Final = re.compile(r"^total_inactive_file (\d+)$", re.M)
+_POD_UID: Final = re.compile(r"[0-9a-fA-F][0-9a-fA-F-]{0,63}")
+"""What a pod UID may hold before it becomes part of a path: hex digits and dashes
+(Kubernetes UIDs are RFC 4122 strings), so no ``/``, ``.`` or ``_``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,26 @@ class CgroupLayout:
         path = self.unified / _relative(self.driver, qos)
         return path if (path / "cpu.pressure").exists() else None
 
+    def pod_dir(self, qos_class: str, uid: str, controller: str = "cpu") -> Path | None:
+        """A pod's cgroup directory for a v1 controller (or on v2); None for a malformed UID.
+
+        The UID is checked before it becomes a path: it comes from the API server or the
+        kubelet, and a value holding ``/`` or ``..`` must never name a directory outside the
+        pods tree.
+        """
+        relative = pod_relative(self.driver, qos_class, uid)
+        if relative is None:
+            return None
+        base = self.root if self.version == 2 else self._v1_controller_dir(controller)
+        return base / relative
+
+    def pod_psi_dir(self, qos_class: str, uid: str) -> Path | None:
+        """A pod's cgroup in the cgroup2 tree (where its ``*.pressure`` files are), if any."""
+        relative = pod_relative(self.driver, qos_class, uid)
+        if self.unified is None or relative is None:
+            return None
+        return self.unified / relative
+
     def _v1_controller_dir(self, controller: str) -> Path:
         if controller != "cpu":
             return self.root / controller
@@ -73,6 +96,22 @@ def _relative(driver: str, qos: str | None) -> Path:
         return base if qos is None else base / f"kubepods-{qos}.slice"
     base = Path("kubepods")
     return base if qos is None else base / qos
+
+
+def pod_relative(driver: str, qos_class: str, uid: str) -> Path | None:
+    """A pod's cgroup below the cgroup root, as kubelet names it; None for a malformed UID.
+
+    Guaranteed pods sit directly under kubepods, the others under their QoS child; the
+    systemd driver spells the UID with ``_`` for ``-`` (``-`` separates slice levels).
+    """
+    if not _POD_UID.fullmatch(uid):
+        return None
+    qos = {"Burstable": "burstable", "BestEffort": "besteffort"}.get(qos_class)
+    parent = _relative(driver, qos)
+    if driver == "systemd":
+        prefix = "kubepods" if qos is None else f"kubepods-{qos}"
+        return parent / f"{prefix}-pod{uid.replace('-', '_')}.slice"
+    return parent / f"pod{uid}"
 
 
 def detect(root: Path) -> CgroupLayout | None:

@@ -41,3 +41,36 @@ def test_cpu_quota_from_v2_and_v1_files(tmp_path: Path):
     (tmp_path / "cpu.cfs_quota_us").write_text("50000\n")
     (tmp_path / "cpu.cfs_period_us").write_text("100000\n")
     assert cgroups.cpu_quota_m(tmp_path, 1) == 500
+
+
+UID = "1f2e3d4c-0000-4a5b-8c9d-0123456789ab"
+
+
+def test_pod_paths_as_kubelet_names_them_for_both_drivers():
+    assert cgroups.pod_relative("cgroupfs", "Guaranteed", UID) == Path(f"kubepods/pod{UID}")
+    assert cgroups.pod_relative("cgroupfs", "BestEffort", UID) == Path(
+        f"kubepods/besteffort/pod{UID}"
+    )
+    under = UID.replace("-", "_")
+    assert cgroups.pod_relative("systemd", "Burstable", UID) == Path(
+        f"kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{under}.slice"
+    )
+    assert cgroups.pod_relative("systemd", "Guaranteed", UID) == Path(
+        f"kubepods.slice/kubepods-pod{under}.slice"
+    )
+    hybrid = cgroups.CgroupLayout(1, "cgroupfs", Path("/cg"), Path("/cg/unified"))
+    assert hybrid.pod_dir("Burstable", UID, "cpuacct") == Path(
+        f"/cg/cpuacct/kubepods/burstable/pod{UID}"
+    )
+    assert hybrid.pod_psi_dir("Burstable", UID) == Path(f"/cg/unified/kubepods/burstable/pod{UID}")
+    assert (
+        cgroups.CgroupLayout(1, "cgroupfs", Path("/cg"), None).pod_psi_dir("Burstable", UID) is None
+    )
+
+
+def test_a_uid_with_path_characters_names_no_directory():
+    layout = cgroups.CgroupLayout(2, "cgroupfs", Path("/cg"), Path("/cg"))
+    for bad in ("../../etc", "a/b", "..", "", "abc_def", "x" * 10, "a" * 65, "ab\n"):
+        assert cgroups.pod_relative("cgroupfs", "Burstable", bad) is None, bad
+        assert layout.pod_dir("Burstable", bad) is None
+        assert layout.pod_psi_dir("Burstable", bad) is None
