@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+import msgspec
 import psutil
 from msgspec import structs
 
@@ -398,8 +399,10 @@ class Bodies:
         self.nodes = list(nodes)
         self.refresh = refresh
         # Every map here has under 16 entries, so its msgpack header is one byte (fixmap).
-        fields = NodeReport.__struct_fields__
-        map_header = bytes([0x80 | len(fields)])
+        # Fields at their defaults are left off the wire, so the keys are read back from an
+        # encoded report rather than taken from the struct's field list.
+        keys = list(msgspec.msgpack.decode(codec.encode(build_report("x", now=now))))
+        map_header = bytes([0x80 | len(keys)])
         self._sections: list[bytes] = []
         self._between: list[bytes] = []
         for v in range(VARIANTS):
@@ -408,7 +411,7 @@ class Bodies:
             delta.delivered(report, report)
             between = delta.outgoing(report)
             for whole, out in ((report, self._sections), (between, self._between)):
-                rest = {name: getattr(whole, name) for name in fields[5:]}
+                rest = {name: getattr(whole, name) for name in keys[5:]}
                 out.append(codec.encode(rest)[1:])  # without its map header
         self._heads = [
             map_header
