@@ -23,6 +23,7 @@ from coordinator.kube.client import KubeError, translate
 from coordinator.kube.leader import Fence, LeaseLost
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
+from coordinator.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -101,32 +102,6 @@ def due(
     if new.state != old.state or new.numbers.keys() != old.numbers.keys():
         return True
     return any(abs(v - old.numbers[k]) > settings.change_pct for k, v in new.numbers.items())
-
-
-class TokenBucket:
-    """The cluster-wide patch budget: ``rate`` patches a second, at most ``burst`` saved
-    up. Time comes in as an argument (the publisher's injected monotonic clock), so the
-    refill is exact under a fake clock."""
-
-    def __init__(self, rate: float, burst: float) -> None:
-        self._rate = rate
-        self._burst = burst
-        self.tokens = burst
-        self._last: float | None = None
-
-    def refill(self, now_mono: float) -> None:
-        """Add what accrued since the last refill (nothing on the first)."""
-        if self._last is not None:
-            elapsed = max(0.0, now_mono - self._last)
-            self.tokens = min(self._burst, self.tokens + elapsed * self._rate)
-        self._last = now_mono
-
-    def take(self) -> bool:
-        """Spend one patch, if there is one to spend."""
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
 
 
 NODE_BACKOFF_S = 1.0

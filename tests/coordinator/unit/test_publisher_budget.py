@@ -15,6 +15,7 @@ from coordinator.kube.client import KubeError
 from coordinator.kube.leader import Fence
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
+from coordinator.ratelimit import TokenBucket
 from tests.hosts import FakeClock
 
 
@@ -58,7 +59,7 @@ class Rig:
 
 
 def test_token_bucket_refills_at_its_rate_up_to_its_burst() -> None:
-    bucket = publisher.TokenBucket(rate=20.0, burst=20.0)
+    bucket = TokenBucket(rate=20.0, burst=20.0)
     bucket.refill(100.0)  # the first refill only starts the clock
     assert [bucket.take() for _ in range(21)] == [True] * 20 + [False]
     bucket.refill(100.25)  # 0.25 s at 20/s: 5 tokens
