@@ -170,6 +170,64 @@ class LeaderSettings:
             )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvictionSettings:
+    """Acting on eviction plans (preemption for pending pods, memory-pressure relief):
+    dry run until ``enabled``, and every round within caps, a rate and a cooldown."""
+
+    enabled: bool = False
+    """Really evict. Off, every eviction is sent with ``dryRun=All``: the API server runs
+    every check (PodDisruptionBudgets included) and changes nothing, and Events, metrics
+    and ``/debug/evictions`` show what would have happened."""
+    cycle_s: float = 10.0
+    """How often the leader looks for pods to preempt for and nodes under pressure: one
+    agent report interval, since pressure changes no faster than reports arrive."""
+    cooldown_s: float = 300.0
+    """One round per queue (Volcano queue, else namespace; a node for pressure) per this
+    long, as in the seed; also how long a victim's replacement (same owner) is spared
+    being evicted again for the same reason (the descheduler's eviction loop)."""
+    max_per_cycle: int = 10
+    """Most evictions in one cycle, cluster-wide (the seed's incident evicted 12 at once)."""
+    max_per_node_per_cycle: int = 4
+    """Most evictions from one node in one cycle."""
+    max_per_namespace_per_cycle: int = 5
+    """Most evictions from one namespace in one cycle."""
+    max_evictions_per_s: float = 0.5
+    """Sustained eviction rate cluster-wide (token bucket) ..."""
+    eviction_burst: int = 10
+    """... with at most this many saved up."""
+    approval_ttl_s: float = 900.0
+    """A plan awaiting approval (``stowage.io/approve-preemption`` on the pending pod)
+    expires this long after it was published; a later cycle may propose a new one."""
+    pressure_full_avg10_pct: float = 10.0
+    """A node whose memory PSI ``full`` avg10 (share of time every task stalled on memory)
+    is at or above this ..."""
+    pressure_for_s: float = 30.0
+    """... in every fresh report for this long gets a pressure plan. Three times the
+    colocation controller's 10 s tightening window: the BE CPU throttle has acted by then,
+    so pressure that persists is pressure throttling did not relieve."""
+
+    def __post_init__(self) -> None:
+        _positive(
+            "evictions",
+            cycle_s=self.cycle_s,
+            cooldown_s=self.cooldown_s,
+            max_evictions_per_s=self.max_evictions_per_s,
+            approval_ttl_s=self.approval_ttl_s,
+            pressure_for_s=self.pressure_for_s,
+        )
+        for name in (
+            "max_per_cycle",
+            "max_per_node_per_cycle",
+            "max_per_namespace_per_cycle",
+            "eviction_burst",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"evictions.{name}: must be at least 1")
+        if not 0 < self.pressure_full_avg10_pct <= 100:
+            raise ConfigError("evictions.pressure_full_avg10_pct: expected 0 < value <= 100")
+
+
 def _check_address(key: str, value: str) -> None:
     host, _, port = value.rpartition(":")
     if not host or not port.isdigit() or not 0 <= int(port) < 65536:
@@ -240,6 +298,7 @@ class CoordinatorSettings:
     publisher: PublisherSettings = field(default_factory=PublisherSettings)
     leader: LeaderSettings = field(default_factory=LeaderSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    evictions: EvictionSettings = field(default_factory=EvictionSettings)
 
     def __post_init__(self) -> None:
         _check_address("listen", self.listen)
