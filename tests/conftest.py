@@ -9,6 +9,8 @@ import pytest
 
 from tests.hosts import FIXTURES, FakeClock
 
+pytest_plugins = ["tests.realcgroup"]
+
 
 @pytest.fixture
 def clock() -> FakeClock:
