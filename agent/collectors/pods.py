@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlparse
 
 from agent.collectors import base
+from agent.podusage import PodUsageSampler
 from agent.settings import AgentSettings, PodsSettings
 from common import codec, podspec
 from common.clock import Clock
@@ -79,8 +80,11 @@ class PodsCollector:
         node_name: str,
         clock: Clock,
         environ: Mapping[str, str] | None = None,
+        usage: PodUsageSampler | None = None,
     ) -> None:
         self._settings = settings
+        self._usage = usage
+        """Fills each pod's measured usage from its cgroup; None leaves ``usage`` unset."""
         self._node = node_name
         self._clock = clock
         self._environ = os.environ if environ is None else environ
@@ -95,7 +99,10 @@ class PodsCollector:
         items = pod_list.get("items") if isinstance(pod_list, dict) else None
         if not isinstance(items, list):
             raise base.CollectorError(f"pods: {source} sent an invalid PodList: no items list")
-        return PodsSection(measured_at=measured_at, source=source, pods=self._pod_infos(items))
+        infos = self._pod_infos(items)
+        if self._usage is not None:
+            infos = self._usage.sample(infos)
+        return PodsSection(measured_at=measured_at, source=source, pods=infos)
 
     def close(self) -> None:
         if self._client is not None:
@@ -180,7 +187,8 @@ class PodsCollector:
 
 
 def build(settings: AgentSettings, clock: Clock) -> PodsCollector:
-    return PodsCollector(settings.pods, settings.node_name, clock)
+    usage = PodUsageSampler(settings.paths.cgroup, clock)
+    return PodsCollector(settings.pods, settings.node_name, clock, usage=usage)
 
 
 # ------------------------------------------------------------------ client setup
