@@ -148,6 +148,35 @@ class PublisherSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EventSettings:
+    """Budgets of the Kubernetes Events the leader writes (:mod:`coordinator.kube.events`),
+    as client-go's event correlator sets them."""
+
+    max_per_s: float = 5.0
+    """Cluster-wide Events a second; what is held back is counted and dropped, not queued."""
+    burst: int = 25
+    """Events that may go out at once after a quiet spell."""
+    per_object_burst: int = 25
+    """Events one object (a Node, a pod) may get at once, client-go's spam-filter burst ..."""
+    per_object_refill_s: float = 30.0
+    """... and one more after each this many seconds (client-go: 300 s; shorter here so a
+    throttle that changes every half minute is still told)."""
+    dedupe_s: float = 600.0
+    """The same reason and message on the same object within this is written once (client-go
+    aggregates repeats within ten minutes)."""
+
+    def __post_init__(self) -> None:
+        _positive(
+            "events",
+            max_per_s=self.max_per_s,
+            burst=self.burst,
+            per_object_burst=self.per_object_burst,
+            per_object_refill_s=self.per_object_refill_s,
+            dedupe_s=self.dedupe_s,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderSettings:
     lease_name: str = "stowage-coordinator"
     lease_duration_s: float = 15.0
@@ -206,6 +235,30 @@ class EvictionSettings:
     """... in every fresh report for this long gets a pressure plan. Three times the
     colocation controller's 10 s tightening window: the BE CPU throttle has acted by then,
     so pressure that persists is pressure throttling did not relieve."""
+    level_label: str = "stowage.io/priority-level"
+    """Label (or annotation) naming a pod's level outright (``low``, ``medium``, ``high``,
+    ``critical``); it wins over the pod's priority value."""
+    level_min_priority: dict[str, int] = field(
+        default_factory=lambda: {"critical": 1_000_000_000, "high": 10_000, "medium": 1_000}
+    )
+    """The least PriorityClass value of each level above ``low``. The default puts
+    ``system-cluster-critical`` and ``system-node-critical`` (2,000,000,000 and more) at
+    critical and pods without a PriorityClass (priority 0) at low."""
+    min_level_gap: int = 2
+    """A pod may displace only pods at least this many levels below its own: with 2, a
+    critical pod displaces medium and low ones, a high one low ones, the others none."""
+    unknown_work_s: float = 86_400.0
+    """Work a victim is taken to lose when neither a checkpoint nor its start time is
+    known: a day, so a pod whose progress nobody can vouch for is picked last."""
+    approval_weight_above: int = 50
+    """Plans for a queue whose weight is above this wait for a person's approval."""
+    queue_weights: dict[str, int] = field(default_factory=dict)
+    """Weight of each queue (Volcano queue, else namespace) for the approval rule; 0 for
+    queues not listed."""
+    max_candidates_per_node: int = 12
+    """Most pods of one node the minimal-set search weighs: the cheapest of those that free
+    something the preemptor lacks there. The search is exponential in it; 12 such pods is
+    more than an 8-GPU node carries."""
 
     def __post_init__(self) -> None:
         _positive(
@@ -226,6 +279,23 @@ class EvictionSettings:
                 raise ConfigError(f"evictions.{name}: must be at least 1")
         if not 0 < self.pressure_full_avg10_pct <= 100:
             raise ConfigError("evictions.pressure_full_avg10_pct: expected 0 < value <= 100")
+        _positive(
+            "evictions",
+            unknown_work_s=self.unknown_work_s,
+            max_candidates_per_node=self.max_candidates_per_node,
+        )
+        if not 1 <= self.min_level_gap <= 3:
+            raise ConfigError("evictions.min_level_gap: expected 1..3")
+        unknown = self.level_min_priority.keys() - {"critical", "high", "medium"}
+        if unknown:
+            raise ConfigError(
+                f"evictions.level_min_priority: unknown level {sorted(unknown)[0]!r}"
+                " (expected critical, high, medium)"
+            )
+        floors = [self.level_min_priority.get(k) for k in ("medium", "high", "critical")]
+        given = [f for f in floors if f is not None]
+        if given != sorted(given):
+            raise ConfigError("evictions.level_min_priority: expected medium <= high <= critical")
 
 
 def _check_address(key: str, value: str) -> None:
@@ -297,6 +367,7 @@ class CoordinatorSettings:
     kube: KubeSettings = field(default_factory=KubeSettings)
     publisher: PublisherSettings = field(default_factory=PublisherSettings)
     leader: LeaderSettings = field(default_factory=LeaderSettings)
+    events: EventSettings = field(default_factory=EventSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     evictions: EvictionSettings = field(default_factory=EvictionSettings)
 

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from coordinator.config import SignalSettings
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.scoring import livefilters
+from coordinator.scoring.base import Policy
 from coordinator.scoring.engine import Engine
 from coordinator.state.cluster import ClusterState
 from coordinator.state.podrequest import PodRequest
@@ -48,22 +49,35 @@ def filter_nodes(
     given; the others map to why not, by name, in ``failed`` or ``unresolvable``."""
     if not known.any():
         return FilterResult(passing=list(names))
-    state = engine.state
     known_names = list(compress(names, known.tolist()))
-    index = rows[known]
-    found = livefilters.refusals(state, pod, index, settings)
-    admitted = engine.policy.admit(state, pod, np.ones(len(state), dtype=bool))
-    refused, reason = found.refused, found.reasons
-    kept = ~refused & ~admitted[index]
-    reason[kept] = "kept free for the node's GPU pods (CPU-only pod)"
+    found = judge(engine.state, engine.policy, pod, rows[known], settings)
     unresolvable = found.unresolvable
-    failed = (refused & ~unresolvable) | kept
-    passing = ~(refused | kept)
+    failed = found.refused & ~unresolvable
     return FilterResult(
         passing=list(compress(names, (~known).tolist()))
-        + list(compress(known_names, passing.tolist())),
-        failed=_by_name(known_names, failed, reason),
-        unresolvable=_by_name(known_names, unresolvable, reason),
+        + list(compress(known_names, (~found.refused).tolist())),
+        failed=_by_name(known_names, failed, found.reasons),
+        unresolvable=_by_name(known_names, unresolvable, found.reasons),
+    )
+
+
+def judge(
+    state: ClusterState,
+    policy: Policy,
+    pod: PodRequest,
+    index: npt.NDArray[np.int64],
+    settings: SignalSettings,
+) -> livefilters.Refusals:
+    """Stowage's filter over the rows ``index`` of ``state``: the live filter's refusals,
+    and the nodes the policy keeps free for others (a resolvable refusal). The one fit
+    check: the filter endpoints and the eviction planner (over a state with the victims'
+    resources given back) both ask it."""
+    found = livefilters.refusals(state, pod, index, settings)
+    admitted = policy.admit(state, pod, np.ones(len(state), dtype=bool))
+    kept = ~found.refused & ~admitted[index]
+    found.reasons[kept] = "kept free for the node's GPU pods (CPU-only pod)"
+    return livefilters.Refusals(
+        refused=found.refused | kept, reasons=found.reasons, unresolvable=found.unresolvable
     )
 
 
