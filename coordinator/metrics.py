@@ -58,9 +58,35 @@ class CoordinatorMetrics:
             registry=r,
             buckets=LATENCY_BUCKETS,
         )
+        self.events = Counter(
+            "stowage_events",
+            "Kubernetes Events the leader recorded, by result (sent, duplicate, rate_limited,"
+            " not_leader, failed).",
+            ["result"],
+            registry=r,
+        )
         self.watch_restarts = Counter(
             "stowage_watch_restarts",
             "List-and-watch restarts, by resource and cause (expired, error).",
             ["resource", "cause"],
+            registry=r,
+        )
+        self.evictions = Counter(
+            "stowage_evictions",
+            "Pods acted on by the eviction executor, by trigger (preemption, pressure) and"
+            " outcome (evicted, dry-run, blocked by a PDB, gone, error).",
+            ["trigger", "outcome"],
+            registry=r,
+        )
+        self.eviction_plans = Counter(
+            "stowage_eviction_plans",
+            "Eviction plans and planner refusals, by trigger and decision (evicted, dry-run,"
+            " partial, awaiting-approval, expired, refused, not-leader, error).",
+            ["trigger", "decision"],
+            registry=r,
+        )
+        self.eviction_approvals_pending = Gauge(
+            "stowage_eviction_approvals_pending",
+            "Preemption plans published on their pending pods, awaiting approval.",
             registry=r,
         )
