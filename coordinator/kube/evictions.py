@@ -22,12 +22,16 @@ The leader's :class:`~coordinator.kube.leader.Fence` is checked right before eac
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from coordinator.kube.client import translate
 from coordinator.kube.leader import Fence
+
+log = logging.getLogger(__name__)
 
 EVICTION_TIMEOUT_S = 10.0
 """An eviction with no answer by then counts as failed; it may still have happened, which
@@ -106,6 +110,57 @@ class Evictor:
         if dry_run:
             return EvictionResult(Outcome.DRY_RUN, f"{what}: would be evicted (dry run)")
         return EvictionResult(Outcome.EVICTED, f"{what}: evicted")
+
+    def owner(self, victim: Any) -> str:
+        """Who recreates ``victim`` once evicted: its controller (``Kind/ns/name``), else
+        its first owner, else the pod itself (``Pod/ns/name``: a bare pod recreated under
+        its name). Read from the API server when asked, so a replacement created a moment
+        ago is judged by its own ownerReferences; a pod that cannot be read is itself."""
+        namespace, name = victim.namespace, victim.name
+        refs = []
+        try:
+            pod = self._core.read_namespaced_pod(
+                name, namespace, _request_timeout=EVICTION_TIMEOUT_S
+            )
+            refs = list(pod.metadata.owner_references or [])
+        except Exception as e:
+            log.debug("%s", translate(f"read pod {namespace}/{name}", e))
+        refs.sort(key=lambda r: not r.controller)
+        if refs:
+            return f"{refs[0].kind}/{namespace}/{refs[0].name}"
+        return f"Pod/{namespace}/{name}"
+
+    def annotation(self, pod: str, key: str) -> str | None:
+        """Annotation ``key`` of pod ``ns/name`` as the API server has it now (an approval
+        is read fresh, not from a watch that may lag); None when unset or unreadable."""
+        namespace, _, name = pod.partition("/")
+        try:
+            found = self._core.read_namespaced_pod(
+                name, namespace, _request_timeout=EVICTION_TIMEOUT_S
+            )
+        except Exception as e:
+            log.debug("%s", translate(f"read pod {pod}", e))
+            return None
+        return (found.metadata.annotations or {}).get(key)
+
+    def annotate_pod(
+        self, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> None:
+        """Set (or, with None, remove) annotations of a pod by JSON merge patch — the
+        preemption plan awaiting approval on the pending pod. Fenced like an eviction;
+        failures raise :class:`~coordinator.kube.client.KubeError`."""
+        what = f"annotate pod {namespace}/{name}"
+        self._fence.check(what)
+        try:
+            self._core.patch_namespaced_pod(
+                name,
+                namespace,
+                {"metadata": {"annotations": dict(annotations)}},
+                _content_type="application/merge-patch+json",
+                _request_timeout=EVICTION_TIMEOUT_S,
+            )
+        except Exception as e:
+            raise translate(what, e) from e
 
 
 def _budget_cause(body: Any, fallback: str) -> str:

@@ -1,0 +1,371 @@
+"""Acting on eviction plans — the only part of Stowage that removes pods, so every guard is
+here, whatever the planner already checked:
+
+* **Loop prevention.** A victim whose owner (its controller; a bare pod: itself) had a
+  pod evicted for the same trigger within ``cooldown_s`` is spared: its replacement is
+  never evicted again for the same reason (the descheduler's eviction loop).
+* **Cooldown per queue**: one round per ``cooldown_s`` (a node's, for pressure).
+* **Approval** for plans that need it: published on the pending pod (annotation
+  :data:`PLAN_KEY` and an Event) and executed only once :data:`APPROVE_KEY` carries the
+  plan's id (or ``true``) — while that plan is still the one the planner makes. A new
+  plan replaces the published one and clears any approval given to the old; an
+  unapproved plan expires after ``approval_ttl_s`` and that pod gets no new proposal for
+  ``cooldown_s``.
+* **Caps per cycle** (global, per node, per namespace) and **a rate** (token bucket).
+  A preemption plan is all or nothing — half of one frees too little for the preemptor,
+  which would make every victim a wasted one; a pressure plan is cut to what fits
+  (each eviction relieves the node).
+* **PDBs**: before the first real eviction of a preemption plan every victim is tried in
+  dry run; one a budget blocks (429) stops the whole plan with nothing evicted.
+* **Dry run** until ``evictions.enabled``: the API server checks everything and changes
+  nothing; decisions, Events, metrics and ``/debug/evictions`` read as for real, and the
+  cooldowns and loop records are spent alike, so the preview is what a real run does.
+
+Every decision: a line in :class:`~coordinator.eviction.decisions.DecisionLog`, a metric
+and an Event (on the victim, and on the pending pod or the node). A refusal is told by
+Event once per subject and kind of refusal, not every cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from common import annotations as ann
+from common.clock import Clock
+from coordinator.config import EvictionSettings
+from coordinator.eviction.decisions import Decision, DecisionLog
+from coordinator.eviction.guards import Cooldowns, CycleCaps, Replacements
+from coordinator.eviction.plan import Plan, Refusal, Victim
+from coordinator.kube.client import KubeError
+from coordinator.kube.events import EventType, ObjectRef
+from coordinator.kube.evictions import EvictionResult, Outcome
+from coordinator.kube.leader import LeaseLost
+from coordinator.metrics import CoordinatorMetrics
+from coordinator.ratelimit import TokenBucket
+
+log = logging.getLogger(__name__)
+
+PLAN_KEY = ann.PREFIX + "preemption-plan"
+APPROVE_KEY = ann.PREFIX + "approve-preemption"
+
+
+class EvictionApi(Protocol):
+    """The API calls (:class:`coordinator.kube.evictions.Evictor`); synchronous, fenced."""
+
+    def evict(self, namespace: str, name: str, uid: str, *, dry_run: bool) -> EvictionResult: ...
+
+    def annotate_pod(
+        self, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> None: ...
+
+
+class Recorder(Protocol):
+    """:class:`coordinator.kube.events.EventRecorder`: synchronous, never raises."""
+
+    def record(self, obj_ref: ObjectRef, type: EventType, reason: str, message: str) -> Any: ...
+
+
+class PodFacts(Protocol):
+    """What a plan does not say about its pods, read when needed
+    (:class:`coordinator.kube.evictions.Evictor`); synchronous."""
+
+    def owner(self, victim: Victim) -> str:
+        """Its controller (``Kind/ns/name``), or the pod itself (``Pod/ns/name``)."""
+        ...
+
+    def annotation(self, pod: str, key: str) -> str | None:
+        """Annotation ``key`` of pod ``ns/name`` now; None when unset or the pod is gone."""
+        ...
+
+
+def plan_id(plan: Plan) -> str:
+    """Short and stable: the node and the victims' UIDs name the plan."""
+    text = plan.node + "|" + ",".join(sorted(v.uid for v in plan.victims))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+@dataclass
+class _Proposal:
+    plan: Plan
+    id: str
+    expires_at: float  # monotonic
+
+
+class Executor:
+    def __init__(
+        self,
+        settings: EvictionSettings,
+        api: EvictionApi,
+        events: Recorder,
+        facts: PodFacts,
+        metrics: CoordinatorMetrics,
+        clock: Clock,
+        decisions: DecisionLog,
+    ) -> None:
+        self._settings = settings
+        self._api = api
+        self._events = events
+        self._facts = facts
+        self._metrics = metrics
+        self._clock = clock
+        self.decisions = decisions
+        self.cooldowns = Cooldowns(settings.cooldown_s)
+        self.replacements = Replacements(settings.cooldown_s)
+        self._bucket = TokenBucket(settings.max_evictions_per_s, settings.eviction_burst)
+        self._caps = CycleCaps(settings)
+        self._proposals: dict[str, _Proposal] = {}
+        self._declined: dict[str, float] = {}
+        """Pending pods whose plan expired unapproved → when they may get a new one."""
+        self._told: dict[str, str] = {}
+        """Subject → the kind of refusal last told by Event."""
+
+    @property
+    def dry_run(self) -> bool:
+        return not self._settings.enabled
+
+    # ------------------------------------------------------------------ cycle
+
+    async def start_cycle(self) -> None:
+        """A new cycle: fresh caps, the rate refilled, lapsed records dropped, and plans
+        left unapproved past ``approval_ttl_s`` expired."""
+        now = self._clock.monotonic()
+        self._caps = CycleCaps(self._settings)
+        self._bucket.refill(now)
+        self.cooldowns.forget_lapsed(now)
+        self.replacements.forget_lapsed(now)
+        for pod in [p for p, until in self._declined.items() if until <= now]:
+            del self._declined[pod]
+        for pod, proposal in list(self._proposals.items()):
+            if proposal.expires_at <= now:
+                del self._proposals[pod]
+                self._declined[pod] = now + self._settings.cooldown_s
+                await self._annotate(pod, {PLAN_KEY: None, APPROVE_KEY: None})
+                reason = (
+                    f"plan {proposal.id} not approved within {self._settings.approval_ttl_s:g}s"
+                )
+                self._decide(proposal.plan, "expired", reason)
+                await self._event(_pod_ref(pod), EventType.WARNING, "PreemptionPlanExpired", reason)
+        self._metrics.eviction_approvals_pending.set(len(self._proposals))
+
+    def refused(self, trigger: str, subject: str, refusal: Refusal) -> None:
+        """The planner found no plan for ``subject``: counted and logged (``/debug``)."""
+        self._metrics.eviction_plans.labels(trigger, "refused").inc()
+        self.decisions.add(
+            Decision(self._clock.wall(), trigger, subject, "refused", refusal.reason)
+        )
+
+    async def consider(self, plan: Plan) -> str:
+        """Act on ``plan`` as far as the guards allow; return the decision."""
+        now = self._clock.monotonic()
+        preemption = plan.preemptor is not None
+        victims = list(plan.victims)
+
+        wait = self.cooldowns.remaining_s(plan.queue, now)
+        if wait > 0:
+            return await self._refuse(
+                plan, "cooldown", f"queue {plan.queue} cooling down: next round in {wait:.0f}s"
+            )
+
+        owners = {v.uid: await asyncio.to_thread(self._facts.owner, v) for v in victims}
+        spared = [
+            (v, s)
+            for v in victims
+            if (s := self.replacements.spared_s(owners[v.uid], plan.trigger, now)) > 0
+        ]
+        if spared and (preemption or len(spared) == len(victims)):
+            v, s = spared[0]
+            why = (
+                f"{v.namespace}/{v.name} replaces a pod evicted for {plan.trigger} "
+                f"(same owner {owners[v.uid]}): spared another {s:.0f}s"
+            )
+            return await self._refuse(plan, "loop", why)
+        victims = [v for v in victims if all(v is not w for w, _ in spared)]
+
+        if preemption and plan.needs_approval and not await self._approved(plan, now):
+            return "awaiting-approval"
+
+        fit = min(self._caps.fitting(victims), int(self._bucket.tokens))
+        if fit < len(victims) and (preemption or fit == 0):
+            return await self._refuse(
+                plan,
+                "caps",
+                f"{len(victims)} evictions exceed what this cycle's caps and the rate leave"
+                f" ({fit})",
+            )
+        victims = victims[:fit]
+
+        if preemption and not self.dry_run:
+            blocked = await self._preflight(victims)
+            if blocked is not None:
+                return await self._refuse(plan, "budget", blocked)
+        return await self._execute(plan, victims, owners, now)
+
+    # -------------------------------------------------------------- internals
+
+    async def _approved(self, plan: Plan, now: float) -> bool:
+        """Whether ``plan`` was approved; publishes it (replacing an older proposal) when
+        it is not the one awaiting approval."""
+        pod = plan.preemptor
+        assert pod is not None
+        pid = plan_id(plan)
+        proposal = self._proposals.get(pod)
+        if proposal is not None and proposal.id == pid and proposal.expires_at > now:
+            approval = await asyncio.to_thread(self._facts.annotation, pod, APPROVE_KEY)
+            if approval is not None and approval.strip().lower() in (pid, "true"):
+                return True
+            self._decide(plan, "awaiting-approval", f"plan {pid}: waiting for {APPROVE_KEY}")
+            return False
+        declined = self._declined.get(pod)
+        if declined is not None:
+            self._decide(
+                plan,
+                "refused",
+                f"an earlier plan expired unapproved; no new one for {declined - now:.0f}s",
+            )
+            return False
+        expires = now + self._settings.approval_ttl_s
+        self._proposals[pod] = _Proposal(plan, pid, expires)
+        victims = "|".join(f"{v.namespace}/{v.name}" for v in plan.victims)
+        expires_wall = self._clock.wall() + self._settings.approval_ttl_s
+        value = ann.value(
+            {
+                "id": pid,
+                "node": plan.node,
+                "victims": victims,
+                "expires": ann.timestamp(expires_wall),
+            },
+            self._clock.wall(),
+        )
+        # A new plan clears any approval the pod carries: it was given for another one.
+        await self._annotate(pod, {PLAN_KEY: value, APPROVE_KEY: None})
+        message = (
+            f"plan {pid}: evict {victims} on {plan.node}: {plan.reason}; approve with "
+            f"kubectl annotate pod -n {pod.split('/')[0]} {pod.split('/')[1]} "
+            f"{APPROVE_KEY}={pid} (expires in {self._settings.approval_ttl_s:g}s)"
+        )
+        self._decide(plan, "awaiting-approval", message)
+        await self._event(_pod_ref(pod), EventType.NORMAL, "PreemptionPlanProposed", message)
+        self._metrics.eviction_approvals_pending.set(len(self._proposals))
+        return False
+
+    async def _preflight(self, victims: Sequence[Victim]) -> str | None:
+        """Every victim in dry run first: the reason the first one would not go, if any."""
+        for v in victims:
+            try:
+                result = await asyncio.to_thread(
+                    self._api.evict, v.namespace, v.name, v.uid, dry_run=True
+                )
+            except (KubeError, LeaseLost) as e:
+                return str(e)
+            if result.outcome is not Outcome.DRY_RUN:
+                return f"{v.namespace}/{v.name}: {result.outcome}: {result.reason}"
+        return None
+
+    async def _execute(
+        self, plan: Plan, victims: Sequence[Victim], owners: Mapping[str, str], now: float
+    ) -> str:
+        self.cooldowns.spend(plan.queue, now)
+        self._told.pop(plan.preemptor or plan.node, None)
+        outcomes: list[tuple[str, str]] = []
+        stopped: str | None = None
+        for v in victims:
+            self._bucket.take()  # there is one: counted against the tokens above
+            self._caps.count(v)
+            try:
+                result = await asyncio.to_thread(
+                    self._api.evict, v.namespace, v.name, v.uid, dry_run=self.dry_run
+                )
+            except LeaseLost as e:
+                stopped = str(e)
+                outcomes.append((f"{v.namespace}/{v.name}", "not-leader"))
+                break
+            except KubeError as e:
+                stopped = str(e)
+                outcomes.append((f"{v.namespace}/{v.name}", "error"))
+                self._metrics.evictions.labels(plan.trigger, "error").inc()
+                break
+            outcomes.append((f"{v.namespace}/{v.name}", result.outcome.value))
+            self._metrics.evictions.labels(plan.trigger, result.outcome.value).inc()
+            if result.outcome in (Outcome.EVICTED, Outcome.DRY_RUN):
+                self.replacements.evicted(owners[v.uid], plan.trigger, now)
+            await self._event(
+                ObjectRef(kind="Pod", name=v.name, namespace=v.namespace, uid=v.uid),
+                EventType.WARNING if result.outcome is Outcome.BLOCKED else EventType.NORMAL,
+                _VICTIM_REASON[result.outcome],
+                f"{plan.trigger} on {plan.node}: {v.reason}; {result.reason}",
+            )
+            if plan.preemptor is not None and result.outcome is Outcome.BLOCKED:
+                # The rest would be wasted: the preemptor needs the whole set.
+                stopped = f"{v.namespace}/{v.name} blocked: {result.reason}"
+                break
+        done = sum(1 for _, o in outcomes if o in (Outcome.EVICTED, Outcome.DRY_RUN))
+        if stopped is None and done == len(plan.victims):
+            decision = "dry-run" if self.dry_run else "evicted"
+        elif done:
+            decision = "partial"
+        else:
+            decision = "not-leader" if outcomes and outcomes[-1][1] == "not-leader" else "error"
+        reason = plan.reason if stopped is None else f"{plan.reason}; stopped: {stopped}"
+        self._decide(plan, decision, reason, tuple(outcomes))
+        if plan.preemptor is not None:
+            if self._proposals.pop(plan.preemptor, None) is not None:
+                await self._annotate(plan.preemptor, {PLAN_KEY: None, APPROVE_KEY: None})
+                self._metrics.eviction_approvals_pending.set(len(self._proposals))
+            ref = _pod_ref(plan.preemptor)
+        else:
+            ref = ObjectRef.node(plan.node)
+        verb = "would evict (dry run)" if self.dry_run else "evicted"
+        await self._event(
+            ref,
+            EventType.NORMAL,
+            "PreemptionExecuted" if plan.preemptor else "PressureEviction",
+            f"{verb} {done} of {len(plan.victims)} on {plan.node}: {reason}",
+        )
+        return decision
+
+    async def _refuse(self, plan: Plan, kind: str, why: str) -> str:
+        subject = plan.preemptor or plan.node
+        self._decide(plan, "refused", why)
+        if self._told.get(subject) != kind:
+            self._told[subject] = kind
+            ref = _pod_ref(subject) if plan.preemptor else ObjectRef.node(plan.node)
+            await self._event(ref, EventType.NORMAL, "EvictionRefused", f"{plan.trigger}: {why}")
+        return "refused"
+
+    def _decide(
+        self, plan: Plan, decision: str, reason: str, victims: tuple[tuple[str, str], ...] = ()
+    ) -> None:
+        self._metrics.eviction_plans.labels(plan.trigger, decision).inc()
+        subject = plan.preemptor or plan.node
+        self.decisions.add(
+            Decision(self._clock.wall(), plan.trigger, subject, decision, reason, victims)
+        )
+        log.info("%s %s: %s: %s", plan.trigger, subject, decision, reason)
+
+    async def _annotate(self, pod: str, values: Mapping[str, str | None]) -> None:
+        namespace, _, name = pod.partition("/")
+        try:
+            await asyncio.to_thread(self._api.annotate_pod, namespace, name, values)
+        except (KubeError, LeaseLost) as e:
+            log.warning("%s", e)
+
+    async def _event(self, ref: ObjectRef, kind: EventType, reason: str, message: str) -> None:
+        await asyncio.to_thread(self._events.record, ref, kind, reason, message)
+
+
+_VICTIM_REASON = {
+    Outcome.EVICTED: "Evicted",
+    Outcome.DRY_RUN: "WouldEvict",
+    Outcome.BLOCKED: "EvictionBlocked",
+    Outcome.GONE: "EvictionTargetGone",
+}
+
+
+def _pod_ref(pod: str) -> ObjectRef:
+    namespace, _, name = pod.partition("/")
+    return ObjectRef(kind="Pod", name=name, namespace=namespace)
