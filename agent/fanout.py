@@ -56,6 +56,7 @@ class FanOutReporter:
         clock: Clock,
         resolve: Resolver = resolve_replicas,
         refresh_s: float = 30.0,
+        on_directives: Callable[[], None] | None = None,
     ) -> None:
         assert settings.coordinator_url is not None
         self._settings = settings
@@ -63,6 +64,7 @@ class FanOutReporter:
         self._clock = clock
         self._resolve = resolve
         self._refresh_s = refresh_s
+        self._on_directives = on_directives
         self.reporters: dict[str, Reporter] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -85,9 +87,17 @@ class FanOutReporter:
             reporter.offer(report)
 
     def current_directives(self) -> Directives | None:
-        """The most recently issued directives any replica sent that are still valid."""
+        """The directives to follow among the valid ones the replicas sent.
+
+        Only the leader decides throttles; the other replicas answer with the defaults
+        (no quota, no local bounds). So directives that decide something win over ones
+        that do not, and among equals the most recently issued: otherwise an agent would
+        drop the leader's throttle whenever a non-leader happened to answer last. Each
+        replica's latest answer replaces its earlier one, so a replica that stops leading
+        stops counting at its next answer, and the TTL bounds it in any case.
+        """
         valid = [d for r in self.reporters.values() if (d := r.current_directives()) is not None]
-        return max(valid, key=lambda d: d.issued_at, default=None)
+        return max(valid, key=_precedence, default=None)
 
     async def _keep_resolving(self) -> None:
         while True:
@@ -112,6 +122,11 @@ class FanOutReporter:
                 dataclasses.replace(self._settings, coordinator_url=new),
                 metrics=self._metrics,
                 clock=self._clock,
+                on_directives=self._on_directives,
             )
             await reporter.start()
             self.reporters[new] = reporter
+
+
+def _precedence(d: Directives) -> tuple[bool, float]:
+    return (d.be_cpu_quota_m is not None or d.local is not None, d.issued_at)

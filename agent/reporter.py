@@ -55,8 +55,10 @@ log = logging.getLogger(__name__)
 Sleep = Callable[[float], Awaitable[None]]
 REPORTS_PATH: Final = "/v1/reports"
 CONTENT_TYPE: Final = "application/msgpack"
-_MAX_REPLY_B: Final = 64 * 1024
-"""Directives encode to ~100 bytes; a bigger reply is a misrouted request, not directives."""
+_MAX_REPLY_B: Final = codec.MAX_DIRECTIVES_BYTES
+"""Directives encode to ~100 bytes unthrottled and under 30 KiB at most (a 4 KiB reason and
+:data:`~common.schema.MAX_BE_PODS` UIDs of 36 bytes); a bigger reply is a misrouted request,
+not directives."""
 MAX_TOKEN_B: Final = 64 * 1024
 """Largest token file read; a projected service-account token is about 1 KiB."""
 MAX_CA_FILE_B: Final = 4 * 2**20
@@ -104,6 +106,7 @@ class Reporter:
         clock: Clock | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        on_directives: Callable[[], None] | None = None,
     ) -> None:
         if not settings.coordinator_url:
             raise ConfigError("reporter: coordinator_url is not set")
@@ -123,6 +126,8 @@ class Reporter:
         """Failed attempts in the current streak: drives the backoff and the recovery line."""
         self._last_rejection: int | None = None
         self._delta = ReportDelta(settings.refresh_reports)
+        self._on_directives = on_directives
+        """Called after directives arrive (the enforcer acts on them at once, not next cycle)."""
         self.directives: Directives | None = None
         """The latest directives, even past their TTL; readers want :meth:`current_directives`."""
         self.directives_received_at: float | None = None
@@ -214,6 +219,8 @@ class Reporter:
         if directives is not None:
             self.directives = directives
             self.directives_received_at = self._clock.monotonic()
+            if self._on_directives is not None:
+                self._on_directives()
         return directives
 
     def current_directives(self) -> Directives | None:

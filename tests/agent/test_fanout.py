@@ -6,8 +6,9 @@ import asyncio
 
 from agent.fanout import FanOutReporter, resolve_replicas
 from agent.metrics import AgentMetrics
+from agent.reporter import Reporter
 from agent.settings import ReporterSettings
-from common.schema import SCHEMA_VERSION, Absent, NodeReport
+from common.schema import SCHEMA_VERSION, Absent, Directives, NodeReport
 from hack.report_sink import ReportSink
 from tests.hosts import FakeClock
 
@@ -57,3 +58,33 @@ async def test_resolving_a_name_keeps_scheme_port_and_path():
     urls = await resolve_replicas("http://localhost:8080/base")
     assert urls and all(u.startswith("http://") and u.endswith(":8080/base") for u in urls)
     assert any("127.0.0.1" in u or "[::1]" in u for u in urls)
+
+
+def test_the_replica_that_decides_a_throttle_wins_over_a_newer_default():
+    clock = FakeClock()
+    fan = FanOutReporter(
+        ReporterSettings(coordinator_url="http://coordinator.example:8080"),
+        metrics=AgentMetrics(), clock=clock, resolve=resolve_replicas,
+    )  # fmt: skip
+    answers = {
+        "http://10.0.0.1:8080": Directives(
+            schema_version=SCHEMA_VERSION, node="node-a", issued_at=100.0, ttl_s=60.0,
+            be_cpu_quota_m=500, be_reason="LS stall 40 % >= 30 % for 10 s",
+        ),
+        "http://10.0.0.2:8080": Directives(
+            schema_version=SCHEMA_VERSION, node="node-a", issued_at=101.0, ttl_s=60.0
+        ),
+    }  # fmt: skip
+    for url, directives in answers.items():
+        reporter = Reporter(
+            ReporterSettings(coordinator_url=url), metrics=AgentMetrics(), clock=clock
+        )
+        reporter.directives, reporter.directives_received_at = directives, clock.monotonic()
+        fan.reporters[url] = reporter
+    chosen = fan.current_directives()
+    assert chosen is not None and chosen.be_cpu_quota_m == 500
+    # The leader's answer lapses: the default from the other replica is what holds.
+    clock.advance(61.0)
+    fan.reporters["http://10.0.0.2:8080"].directives_received_at = clock.monotonic()
+    chosen = fan.current_directives()
+    assert chosen is not None and chosen.be_cpu_quota_m is None

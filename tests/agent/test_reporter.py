@@ -29,7 +29,7 @@ from agent.metrics import AgentMetrics
 from agent.settings import ReporterSettings
 from common import codec
 from common.errors import ConfigError
-from common.schema import SCHEMA_VERSION, Absent, Directives, NodeReport
+from common.schema import MAX_BE_PODS, SCHEMA_VERSION, Absent, Directives, LocalBounds, NodeReport
 from tests.hosts import FakeClock
 
 NODE = "node-a"
@@ -229,6 +229,30 @@ async def test_empty_reply_keeps_directives_and_no_token_file_sends_no_auth(
     assert await rep.send_once(make_report(3)) is None  # 204 goes through the non-200 branch
     assert rep.current_directives() == want
     assert coord.auth == [None, None, None]
+
+
+async def test_the_largest_colocation_directives_fit_and_are_handed_on(
+    aiohttp_server: Any, metrics: AgentMetrics
+) -> None:
+    """A throttle naming the most BE pods, with the longest reason, is read whole."""
+    want = structs.replace(
+        make_directives(),
+        be_reason="r" * 4096,
+        be_pods=[f"{i:08x}-0000-4000-8000-{i:012x}" for i in range(MAX_BE_PODS)],
+        local=LocalBounds(pressure_high_pct=30.0, window_s=1.0, quota_m=500, hold_s=30.0),
+    )
+    assert len(codec.encode(want)) > 16 * 1024  # bigger than one read chunk
+    url = await serve(aiohttp_server, Coordinator(reply=codec.encode(want)))
+    heard: list[Directives | None] = []
+    rep = reporter.Reporter(
+        ReporterSettings(coordinator_url=url), metrics=metrics, clock=FakeClock(),
+        on_directives=lambda: heard.append(rep.current_directives()),
+    )  # fmt: skip
+    try:
+        assert await rep.send_once(make_report(1)) == want
+        assert heard == [want]  # handed on at once, not at the next cycle
+    finally:
+        await rep.stop()
 
 
 async def test_offered_report_is_delivered_by_the_background_task(
