@@ -163,6 +163,21 @@ async def _watches(app: web.Application) -> AsyncIterator[None]:
             services.metrics,
             services.settings.kube.resync_s,
         ),
+        # Not awaited by /readyz (the extender does not need it); the eviction planner
+        # plans nothing until the first list has arrived.
+        watches.Reflector(
+            "poddisruptionbudgets",
+            client.PolicyV1Api(app[API_CLIENT]).list_pod_disruption_budget_for_all_namespaces,
+            watches.Feed(
+                replace=cluster.budgets.replace,
+                upsert=cluster.budgets.upsert,
+                delete=cluster.budgets.remove,
+                synced=lambda: None,
+            ),
+            loop,
+            services.metrics,
+            services.settings.kube.resync_s,
+        ),
     ]
     for reflector in reflectors:
         reflector.start()

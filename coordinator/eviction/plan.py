@@ -9,8 +9,20 @@ it is made.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from itertools import combinations
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from coordinator.config import EvictionSettings
+from coordinator.eviction.facts import PodFacts
+from coordinator.eviction.view import ClusterView, given_back
+from coordinator.live.decisions import judge
+from coordinator.scoring import capacity
 
 
 class Level(IntEnum):
@@ -72,3 +84,402 @@ class Refusal:
     every allowed pod")."""
 
     reason: str
+
+
+# ------------------------------------------------------------------------ levels
+
+_NAMED: Final = {level.name.lower(): level for level in Level}
+
+
+def level_of(pod: PodFacts, settings: EvictionSettings) -> Level:
+    """The level the configured label names, else the highest whose least priority the
+    pod's priority reaches, else low."""
+    if pod.level_mark in _NAMED:
+        return _NAMED[pod.level_mark]
+    for level in (Level.CRITICAL, Level.HIGH, Level.MEDIUM):
+        floor = settings.level_min_priority.get(level.name.lower())
+        if floor is not None and pod.priority >= floor:
+            return level
+    return Level.LOW
+
+
+# -------------------------------------------------------------------- planning
+
+
+def plan_preemption(
+    view: ClusterView, pod: PodFacts, settings: EvictionSettings, now: float
+) -> Plan | Refusal:
+    """The cheapest round that makes the pending ``pod`` fit somewhere: the node and the
+    victims minimising :attr:`Plan.cost`, every rule holding — or why there is none.
+    ``now`` is Unix seconds (checkpoint times and cooldowns are wall-clock facts)."""
+    refusal = _gate(view, pod.queue, settings, now)
+    if refusal is not None:
+        return refusal
+    level = level_of(pod, settings)
+    if level - settings.min_level_gap < Level.LOW:
+        return Refusal(
+            f"{pod.key} is {level.name.lower()}: it may displace only pods"
+            f" {settings.min_level_gap} levels below its own, and there are none"
+        )
+    state = view.state
+    everywhere = np.arange(len(state), dtype=np.int64)
+    found = judge(state, view.policy, pod.request, everywhere, view.signals)
+    if not found.refused.all():
+        first = int(np.flatnonzero(~found.refused)[0])
+        return Refusal(f"{pod.key} fits on {state.names[first]} without evicting anyone")
+    rows = np.flatnonzero(~found.unresolvable)
+    if not len(rows):
+        return Refusal(f"no node could take {pod.key} even empty ({found.reasons[0]})")
+    rules = _Rules(view, level, settings, now)
+    why = f"makes room for {pod.key} ({level.name.lower()})"
+    best = _search(rules, pod, rows, only=None, per_node=False, why=why)
+    if not best:
+        return Refusal(f"no node: {pod.key} would still not fit after evicting every allowed pod")
+    node, (cost, victims) = min(best.items(), key=lambda item: (item[1][0], item[0]))
+    weight = settings.queue_weights.get(pod.queue, 0)
+    return Plan(
+        trigger="preemption",
+        node=node,
+        victims=victims,
+        preemptor=pod.key,
+        queue=pod.queue,
+        reason=(
+            f"{pod.key} ({level.name.lower()}) fits on {node} after evicting"
+            f" {len(victims)} pod(s): {', '.join(f'{v.namespace}/{v.name}' for v in victims)}"
+        ),
+        needs_approval=weight > settings.approval_weight_above,
+        cost=cost,
+    )
+
+
+def narrow_victims(
+    view: ClusterView,
+    pod: PodFacts,
+    proposed: Mapping[str, frozenset[str]],
+    settings: EvictionSettings,
+    now: float,
+) -> dict[str, tuple[Victim, ...]]:
+    """kube-scheduler's preemption candidates (node → uids of the victims it proposes),
+    narrowed: per node the cheapest subset of the proposed victims that every rule allows
+    and after whose eviction Stowage's filter passes the pod there. A node with no such
+    subset is left out (evicting there would be wasted, or unsafe)."""
+    if _gate(view, pod.queue, settings, now) is not None:
+        return {}
+    level = level_of(pod, settings)
+    if level - settings.min_level_gap < Level.LOW:
+        return {}
+    state = view.state
+    rows = np.array(sorted(state.index[n] for n in proposed if n in state.index), dtype=np.int64)
+    if not len(rows):
+        return {}
+    found = judge(state, view.policy, pod.request, rows, view.signals)
+    rows = rows[~found.unresolvable & found.refused]
+    rules = _Rules(view, level, settings, now)
+    why = f"makes room for {pod.key} ({level.name.lower()})"
+    best = _search(rules, pod, rows, only=proposed, per_node=True, why=why)
+    return {node: victims for node, (_, victims) in best.items()}
+
+
+def plan_pressure(
+    view: ClusterView, node: str, settings: EvictionSettings, now: float
+) -> Plan | Refusal:
+    """One best-effort pod to evict from ``node`` to relieve its memory pressure: the
+    lowest level first, then the one holding the most memory, then the least work lost
+    (its gang along, where evicting it would break the gang). Only on a fresh report:
+    stale or missing signals never lead to an eviction."""
+    if node not in view.state.index:
+        return Refusal(f"node {node} is not known")
+    if node not in view.fresh:
+        return Refusal(f"node {node} has no fresh report: stale signals never evict")
+    refusal = _gate(view, node, settings, now)
+    if refusal is not None:
+        return refusal
+    # As if displaced by a level above critical: every level but critical may go.
+    rules = _Rules(view, Level.CRITICAL + settings.min_level_gap - 1, settings, now)
+    picks = []
+    for uid in view.on_node.get(node, ()):
+        facts = rules.facts(uid)
+        if not facts.request.batch:
+            continue
+        taken = rules.closure((uid,), None)
+        if taken is not None:
+            picks.append(((rules.level[uid], -view.held[uid].mem_b, rules.work[uid], uid), taken))
+    if not picks:
+        return Refusal(f"node {node}: no best-effort pod may be evicted")
+    key, taken = min(picks, key=lambda p: p[0])
+    chosen = (key[-1],)
+    victims = rules.victims(taken, chosen, f"memory pressure on {node} (best-effort)")
+    first = victims[0]
+    return Plan(
+        trigger="pressure",
+        node=node,
+        victims=victims,
+        preemptor=None,
+        queue=node,
+        reason=f"memory pressure on {node}: evicting {first.namespace}/{first.name}"
+        f" ({first.level.name.lower()}, holding the most memory of the lowest level)",
+        needs_approval=False,
+        cost=rules.cost(taken, chosen),
+    )
+
+
+# -------------------------------------------------------------------- internals
+
+
+def _gate(view: ClusterView, queue: str, settings: EvictionSettings, now: float) -> Refusal | None:
+    """The rules that refuse a round before any pod is looked at."""
+    if not view.budgets_synced:
+        return Refusal("PodDisruptionBudgets not listed yet: no eviction is known to be safe")
+    until = view.cooldown_until.get(queue)
+    if until is not None and now < until:
+        return Refusal(f"queue {queue} is cooling down for another {until - now:.0f} s")
+    return None
+
+
+class _Rules:
+    """The per-pod rules for one round, each worked out once per pod."""
+
+    def __init__(
+        self, view: ClusterView, displacer: int, settings: EvictionSettings, now: float
+    ) -> None:
+        self.view = view
+        self.displacer = displacer
+        self.settings = settings
+        self.now = now
+        self._allowed: dict[str, bool] = {}
+        self._budgets: dict[str, tuple[int, ...]] = {}
+        self.level: dict[str, Level] = {}
+        self.work: dict[str, float] = {}
+
+    def facts(self, uid: str) -> PodFacts:
+        facts = self.view.pods[uid]
+        if uid not in self.level:
+            self.level[uid] = level_of(facts, self.settings)
+            self.work[uid] = _work(facts, self.settings, self.now)
+        return facts
+
+    def budgets(self, uid: str) -> tuple[int, ...]:
+        """Indices of the budgets covering the pod."""
+        found = self._budgets.get(uid)
+        if found is None:
+            facts = self.facts(uid)
+            found = self._budgets[uid] = tuple(
+                k for k, b in enumerate(self.view.budgets) if b.covers(facts)
+            )
+        return found
+
+    def allowed(self, uid: str) -> bool:
+        """Whether the pod may be evicted on its own account: the level gap, not
+        checkpointing now, and at most one budget covering it (the Eviction API refuses
+        a pod under two with a 500)."""
+        ok = self._allowed.get(uid)
+        if ok is None:
+            facts = self.facts(uid)
+            ok = self._allowed[uid] = (
+                self.displacer - self.level[uid] >= self.settings.min_level_gap
+                and not facts.checkpointing
+                and len(self.budgets(uid)) <= 1
+            )
+        return ok
+
+    def closure(
+        self, chosen: Sequence[str], within: frozenset[str] | None
+    ) -> tuple[str, ...] | None:
+        """The pods evicting ``chosen`` takes down: ``chosen`` and, for each gang that
+        would fall below its ``minMember``, all its running members. None when one of
+        them may not go, a budget would be overdrawn, or (``within``) a dragged member is
+        not in it."""
+        view = self.view
+        taken = dict.fromkeys(chosen)
+        counts: dict[str, int] = {}
+        for uid in chosen:
+            gang = view.pods[uid].gang
+            if gang is not None:
+                counts[gang] = counts.get(gang, 0) + 1
+        for gang, evicted in counts.items():
+            members = view.gangs.get(gang, ())
+            need = max((m for u in members if (m := view.pods[u].gang_min)), default=None)
+            if need is None or len(members) - evicted < need:
+                taken.update(dict.fromkeys(members))
+        if within is not None and not within.issuperset(taken):
+            return None
+        if not all(self.allowed(uid) for uid in taken):
+            return None
+        spent: dict[int, int] = {}
+        for uid in taken:
+            for k in self.budgets(uid):
+                spent[k] = spent.get(k, 0) + 1
+                if spent[k] > view.budgets[k].allowed:
+                    return None
+        return tuple(taken)
+
+    def cost(self, taken: Sequence[str], chosen: Sequence[str]) -> tuple[float, ...]:
+        """(victims, sum of their levels, work lost since their checkpoints, gang members
+        dragged along): the key a plan minimises, in that order."""
+        return (
+            float(len(taken)),
+            float(sum(self.level[u] for u in taken)),
+            sum(self.work[u] for u in taken),
+            float(len(taken) - len(chosen)),
+        )
+
+    def victims(self, taken: Sequence[str], chosen: Sequence[str], why: str) -> tuple[Victim, ...]:
+        view = self.view
+        out = []
+        for uid in taken:
+            facts = self.facts(uid)
+            level = self.level[uid]
+            age = None if facts.checkpoint_at is None else max(0.0, self.now - facts.checkpoint_at)
+            said = "no checkpoint known" if age is None else f"last checkpoint {age:.0f} s ago"
+            reason = why if uid in chosen else f"gang {facts.gang} would fall below minMember"
+            out.append(
+                Victim(
+                    uid=uid,
+                    namespace=facts.namespace,
+                    name=facts.name,
+                    node=view.held[uid].node,
+                    level=level,
+                    priority=facts.priority,
+                    queue=facts.queue,
+                    checkpoint_age_s=age,
+                    gang=facts.gang,
+                    reason=f"{reason} ({level.name.lower()}, {said})",
+                )
+            )
+        return tuple(out)
+
+
+def _work(facts: PodFacts, settings: EvictionSettings, now: float) -> float:
+    """Seconds of work evicting the pod loses: since its last checkpoint, else since it
+    started, else :attr:`EvictionSettings.unknown_work_s`."""
+    since = facts.checkpoint_at if facts.checkpoint_at is not None else facts.started_at
+    return max(0.0, now - since) if since is not None else settings.unknown_work_s
+
+
+@dataclass(slots=True)
+class _Node:
+    row: int
+    name: str
+    candidates: list[str]
+    """The pods worth weighing, cheapest first."""
+    least: int
+    """No set of fewer of them can free what the pod lacks here."""
+    within: frozenset[str] | None
+
+
+Found = dict[str, tuple[tuple[float, ...], tuple[Victim, ...]]]
+
+
+def _search(
+    rules: _Rules,
+    pod: PodFacts,
+    rows: npt.NDArray[np.int64],
+    only: Mapping[str, frozenset[str]] | None,
+    per_node: bool,
+    why: str,
+) -> Found:
+    """The cheapest valid set per node of ``rows`` (``per_node``) or overall, among sets
+    after whose eviction Stowage's filter passes the pod on that node.
+
+    Sets are tried by size, all nodes at once: for each size every valid set of every
+    node still in the running becomes a row of a what-if state, and one call of the
+    filter judges them all. A node leaves the running once the size passes its best set's
+    victims (or, overall, the best set's anywhere), or its candidates run out; sizes below
+    what its candidates could possibly free are skipped."""
+    view = rules.view
+    nodes = [n for i in rows.tolist() if (n := _node(rules, pod, i, only)) is not None]
+    best: dict[str, tuple[tuple[float, ...], tuple[str, ...], tuple[str, ...]]] = {}
+    bar: tuple[float, ...] | None = None
+    size = 0
+    while nodes:
+        size += 1
+        nodes = [
+            n
+            for n in nodes
+            if size <= len(n.candidates)
+            and (n.name not in best or size <= best[n.name][0][0])
+            and (per_node or bar is None or size <= bar[0])
+        ]
+        trial: list[tuple[_Node, tuple[str, ...], tuple[str, ...], tuple[float, ...]]] = []
+        for node in nodes:
+            if size < node.least:
+                continue
+            limit = best[node.name][0] if node.name in best else None
+            if not per_node and bar is not None and (limit is None or bar < limit):
+                limit = bar
+            for chosen in combinations(node.candidates, size):
+                taken = rules.closure(chosen, node.within)
+                if taken is None:
+                    continue
+                cost = rules.cost(taken, chosen)
+                if limit is None or cost < limit:
+                    trial.append((node, taken, chosen, cost))
+        if not trial:
+            continue
+        released = [
+            [view.held[u] for u in taken if view.held[u].node == node.name]
+            for node, taken, _, _ in trial
+        ]
+        at = np.array([node.row for node, _, _, _ in trial], dtype=np.int64)
+        after = given_back(view.state, at, released)
+        found = judge(after, view.policy, pod.request, np.arange(len(at)), view.signals)
+        for k in np.flatnonzero(~found.refused).tolist():
+            node, taken, chosen, cost = trial[k]
+            if node.name not in best or cost < best[node.name][0]:
+                best[node.name] = (cost, taken, chosen)
+                if bar is None or cost < bar:
+                    bar = cost
+    if not per_node and best:
+        name = min(best, key=lambda n: (best[n][0], n))
+        best = {name: best[name]}
+    return {
+        name: (cost, rules.victims(taken, chosen, why))
+        for name, (cost, taken, chosen) in best.items()
+    }
+
+
+def _node(
+    rules: _Rules, pod: PodFacts, i: int, only: Mapping[str, frozenset[str]] | None
+) -> _Node | None:
+    """Node ``i``'s candidates: the pods on it that may go and free something the pod
+    lacks there (a pod freeing nothing it lacks only adds cost), cheapest first, at most
+    ``max_candidates_per_node``; None when there are none."""
+    view = rules.view
+    state = view.state
+    name = state.names[i]
+    within = None if only is None else only.get(name, frozenset())
+    request = pod.request
+    room = capacity.room(state, request, np.array([i]))
+    short_cpu = int(room.cpu_free[0]) < request.cpu_m
+    short_mem = int(room.mem_free[0]) < request.mem_b
+    short_gpus = (
+        request.gpus - int(room.gpus_with_room[0]) if room.gpus_with_room is not None else 0
+    )
+    pods = [
+        u
+        for u in view.on_node.get(name, ())
+        if (within is None or u in within) and rules.allowed(u)
+    ]
+    if short_cpu or short_mem or short_gpus > 0:
+        pods = [
+            u
+            for u in pods
+            if (short_cpu and view.held[u].cpu_m)
+            or (short_mem and view.held[u].mem_b)
+            or (short_gpus > 0 and view.held[u].devices)
+        ]
+    if not pods:
+        return None
+    pods.sort(key=lambda u: (rules.level[u], rules.work[u], u))
+    pods = pods[: rules.settings.max_candidates_per_node]
+    least = 1
+    for short, amount in (
+        (request.cpu_m - int(room.cpu_free[0]), lambda u: view.held[u].cpu_m),
+        (request.mem_b - int(room.mem_free[0]), lambda u: view.held[u].mem_b),
+        (short_gpus, lambda u: len(view.held[u].devices)),
+    ):
+        if short > 0:
+            gains = np.cumsum(sorted((amount(u) for u in pods), reverse=True))
+            enough = np.flatnonzero(gains >= short)
+            least = max(least, int(enough[0]) + 1 if len(enough) else len(pods) + 1)
+    return _Node(row=i, name=name, candidates=pods, least=least, within=within)

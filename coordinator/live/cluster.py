@@ -30,6 +30,7 @@ from msgspec import structs
 from common.clock import Clock
 from common.schema import NodeReport
 from coordinator.config import CoordinatorSettings
+from coordinator.eviction.facts import Budgets, PodFacts, pod_facts
 from coordinator.live.decisions import FilterResult, explain, filter_nodes, prioritize_rows
 from coordinator.live.holdings import Held, Holdings
 from coordinator.live.rows import RowMemo
@@ -74,6 +75,11 @@ class LiveCluster:
         shown (annotations), never trusted for freshness. Same keys as :attr:`received_at`."""
         self.pods: dict[str, PodRequest] = {}
         """Every non-terminal pod the API server has, bound or pending, by ``ns/name``."""
+        self.facts: dict[str, PodFacts] = {}
+        """The same pods' facts for the eviction planner (level, queue, gang, checkpoint),
+        by uid."""
+        self.budgets = Budgets()
+        """PodDisruptionBudgets, from their watch."""
         self.state: ClusterState | None = None
         self.engine: Engine | None = None
         self._row_memo = RowMemo()
@@ -132,6 +138,7 @@ class LiveCluster:
         holdings.unplaced.pop(uid, None)
         if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
             self.pods.pop(key, None)
+            self.facts.pop(uid, None)
             if current is not None:
                 holdings.release(self.state, uid)
             return
@@ -143,6 +150,7 @@ class LiveCluster:
         if key not in self.pods:  # first sight: a policy that learns the workload learns it
             self.policy.observe(self.state, request, None)  # type: ignore[arg-type]
         self.pods[key] = request
+        self.facts[uid] = pod_facts(pod, request, self.settings.evictions.level_label)
         if not node or node not in self.specs:
             if current is not None and current.assumed_until is None:
                 holdings.release(self.state, uid)
@@ -155,6 +163,7 @@ class LiveCluster:
         meta = pod.get("metadata") or {}
         self.pods.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", None)
         uid = meta.get("uid")
+        self.facts.pop(uid, None)
         self.holdings.unplaced.pop(uid, None)
         if uid in self.holdings.held:
             self.holdings.release(self.state, uid)
@@ -167,6 +176,7 @@ class LiveCluster:
             if uid not in listed:
                 self.holdings.release(self.state, uid)
         previous, self.pods = self.pods, {}
+        self.facts = {}
         self.holdings.unplaced.clear()
         for pod in pods:
             meta = pod.get("metadata") or {}

@@ -1,0 +1,348 @@
+"""The eviction planner's rules, one scenario each: every test here fails when its rule
+is taken out of :mod:`coordinator.eviction.plan`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from coordinator.config import CoordinatorSettings, EvictionSettings, PolicySettings
+from coordinator.eviction.plan import Level, Plan, Refusal, level_of, plan_pressure
+from coordinator.eviction.plan import plan_preemption as plan
+from coordinator.eviction.view import given_back
+from coordinator.live.decisions import judge
+from coordinator.state.signals import NodeSignals
+from tests.coordinator.eviction.evictrig import H100, NOW, EvictRig, node, pdb, pod
+
+HIGH = 10_000
+MEDIUM = 1_000
+CRITICAL = 2_000_000_000
+
+
+def pending(priority: int = HIGH, gpus: int = 8, **kw: object) -> dict:
+    return pod("want", gpus=gpus, priority=priority, **kw)  # type: ignore[arg-type]
+
+
+def names(result: Plan | Refusal) -> list[str]:
+    assert isinstance(result, Plan), result
+    return sorted(v.name for v in result.victims)
+
+
+def rig_with(*objs: dict, nodes: tuple[str, ...] = ("gpu-a", "gpu-b")) -> EvictRig:
+    return EvictRig().nodes(*(node(n) for n in nodes)).pods(*objs)
+
+
+# ------------------------------------------------------------------------ levels
+
+
+def test_levels_come_from_priority_values_and_the_label_wins() -> None:
+    rig = EvictRig()
+    settings = rig.evictions
+    assert level_of(rig.facts(pod("x", priority=0)), settings) == Level.LOW
+    assert level_of(rig.facts(pod("x", priority=MEDIUM)), settings) == Level.MEDIUM
+    assert level_of(rig.facts(pod("x", priority=HIGH)), settings) == Level.HIGH
+    assert level_of(rig.facts(pod("x", priority=CRITICAL)), settings) == Level.CRITICAL
+    marked = pod("x", priority=CRITICAL, labels={"stowage.io/priority-level": "Low"})
+    assert level_of(rig.facts(marked), settings) == Level.LOW
+
+
+def test_two_level_rule_a_high_pod_displaces_low_pods_only() -> None:
+    rig = rig_with(
+        pod("low", node="gpu-a", gpus=4),
+        pod("medium", node="gpu-a", gpus=4, priority=MEDIUM),
+        pod("busy", node="gpu-b", gpus=8, priority=MEDIUM),
+    )
+    refused = plan(rig.view(), rig.facts(pending(HIGH)), rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    assert "would still not fit after evicting every allowed pod" in refused.reason
+    # a critical pod may displace medium ones: the cheaper node (two medium-or-lower pods
+    # sum to fewer levels than... the single medium pod on gpu-b is one victim)
+    chosen = plan(rig.view(), rig.facts(pending(CRITICAL)), rig.evictions, NOW)
+    assert isinstance(chosen, Plan)
+    assert (chosen.node, names(chosen)) == ("gpu-b", ["busy"])
+
+
+def test_medium_pods_displace_no_one() -> None:
+    rig = rig_with(pod("low", node="gpu-a", gpus=8), nodes=("gpu-a",))
+    refused = plan(rig.view(), rig.facts(pending(MEDIUM)), rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    assert "may displace only pods 2 levels below" in refused.reason
+
+
+# ----------------------------------------------------------- the smallest set
+
+
+def test_the_plan_takes_the_fewest_victims_anywhere() -> None:
+    rig = rig_with(
+        *(pod(f"one-{k}", node="gpu-a", gpus=1) for k in range(8)),
+        pod("four-1", node="gpu-b", gpus=4),
+        pod("four-2", node="gpu-b", gpus=4),
+    )
+    chosen = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert isinstance(chosen, Plan)
+    assert (chosen.node, names(chosen)) == ("gpu-b", ["four-1", "four-2"])
+    assert chosen.cost[:2] == (2.0, 2.0)
+    assert chosen.trigger == "preemption" and chosen.preemptor == "ns/want"
+
+
+def test_pods_that_free_nothing_needed_are_not_taken() -> None:
+    rig = rig_with(
+        pod("gpus", node="gpu-a", gpus=8, cpu="1"),
+        pod("cpu", node="gpu-a", cpu="8"),
+        nodes=("gpu-a",),
+    )
+    chosen = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert names(chosen) == ["gpus"]
+
+
+def test_a_pod_that_fits_already_gets_no_plan() -> None:
+    rig = rig_with(pod("low", node="gpu-a", gpus=4))
+    refused = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    assert "fits on gpu-b without evicting anyone" in refused.reason
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def checkpointed(name: str, where: str, seconds_ago: float, **annotations: str) -> dict:
+    stamp = {"stowage.io/last-checkpoint": str(NOW - seconds_ago), **annotations}
+    return pod(name, node=where, gpus=8, annotations=stamp)
+
+
+def test_victims_with_a_recent_checkpoint_are_preferred() -> None:
+    rig = rig_with(checkpointed("old", "gpu-a", 3600), checkpointed("fresh", "gpu-b", 60))
+    chosen = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert names(chosen) == ["fresh"]
+    assert isinstance(chosen, Plan)
+    assert chosen.victims[0].checkpoint_age_s == pytest.approx(60)
+    assert "last checkpoint 60 s ago" in chosen.victims[0].reason
+
+
+def test_volcano_checkpoint_time_counts_too() -> None:
+    volcano = {"volcano.sh/last-checkpoint-time": "2026-09-21T12:00:00Z"}
+    rig = EvictRig()
+    facts = rig.facts(pod("v", node="gpu-a", annotations=volcano))
+    assert facts.checkpoint_at == pytest.approx(1_789_992_000.0)
+
+
+def test_a_pod_checkpointing_now_is_never_a_victim() -> None:
+    rig = rig_with(
+        checkpointed("writing", "gpu-a", 10, **{"stowage.io/checkpointing": "true"}),
+        checkpointed("old", "gpu-b", 7200),
+    )
+    chosen = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert names(chosen) == ["old"]
+
+
+# ------------------------------------------------------------------------ PDBs
+
+
+def test_a_budget_with_no_disruption_left_protects_its_pods() -> None:
+    rig = rig_with(
+        pod("guarded", node="gpu-a", gpus=8, labels={"app": "infer"}),
+        pod("spare-1", node="gpu-b", gpus=4),
+        pod("spare-2", node="gpu-b", gpus=4),
+    ).budgets(pdb("infer", {"app": "infer"}, allowed=0))
+    chosen = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert names(chosen) == ["spare-1", "spare-2"]
+
+
+def test_a_budget_is_not_overdrawn_by_one_plan() -> None:
+    labels = {"app": "infer"}
+    rig = rig_with(
+        pod("i-1", node="gpu-a", gpus=4, labels=labels),
+        pod("i-2", node="gpu-a", gpus=4, labels=labels),
+        nodes=("gpu-a",),
+    ).budgets(pdb("infer", labels, allowed=1))
+    refused = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    rig.budgets(pdb("infer", labels, allowed=2))
+    assert names(plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)) == ["i-1", "i-2"]
+
+
+def test_a_pod_under_two_budgets_is_never_a_victim() -> None:
+    """The Eviction API answers 500 for it."""
+    rig = rig_with(
+        pod("double", node="gpu-a", gpus=8, labels={"app": "x", "tier": "y"}),
+        nodes=("gpu-a",),
+    ).budgets(pdb("by-app", {"app": "x"}, allowed=5), pdb("by-tier", {"tier": "y"}, allowed=5))
+    assert isinstance(plan(rig.view(), rig.facts(pending()), rig.evictions, NOW), Refusal)
+
+
+def test_nothing_is_planned_before_the_budgets_are_listed() -> None:
+    rig = rig_with(pod("low", node="gpu-a", gpus=8), nodes=("gpu-a",))
+    rig.cluster.budgets.synced = False
+    refused = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    assert "PodDisruptionBudgets not listed yet" in refused.reason
+
+
+# ----------------------------------------------------------------------- gangs
+
+
+def member(name: str, where: str, gpus: int, group: str = "job", least: int | None = None):
+    notes = {"scheduling.k8s.io/group-name": group}
+    if least is not None:
+        notes["stowage.io/gang-min-member"] = str(least)
+    return pod(name, node=where, gpus=gpus, annotations=notes)
+
+
+def test_breaking_a_gang_costs_the_whole_gang() -> None:
+    rig = rig_with(
+        member("g-0", "gpu-a", 8),
+        member("g-1", "gpu-c", 1),
+        member("g-2", "gpu-c", 1),
+        pod("four-1", node="gpu-b", gpus=4),
+        pod("four-2", node="gpu-b", gpus=4),
+        nodes=("gpu-a", "gpu-b", "gpu-c"),
+    )
+    chosen = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert names(chosen) == ["four-1", "four-2"]  # 2 victims, not the gang's 3
+    rig.cluster.remove_pod(pod("four-1", node="gpu-b"))
+    rig.pods(pod("medium", node="gpu-b", gpus=4, priority=MEDIUM))
+    dragged = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert isinstance(dragged, Plan)
+    assert names(dragged) == ["g-0", "g-1", "g-2"]
+    # cheapest: free gpu-c by its two members, dragging the third along from gpu-a
+    assert (dragged.node, dragged.cost) == ("gpu-c", (3.0, 3.0, 3 * 86_400.0, 1.0))
+    by_name = {v.name: v for v in dragged.victims}
+    assert by_name["g-0"].node == "gpu-a" and by_name["g-0"].gang == "ns/job"
+    assert "would fall below minMember" in by_name["g-0"].reason
+    assert "makes room for ns/want" in by_name["g-1"].reason
+
+
+def test_a_gang_above_its_min_member_loses_one_member_only() -> None:
+    rig = rig_with(
+        member("g-0", "gpu-a", 8, least=2),
+        member("g-1", "gpu-c", 1, least=2),
+        member("g-2", "gpu-c", 1, least=2),
+        nodes=("gpu-a", "gpu-c"),
+    )
+    rig.pods(pod("filler", node="gpu-c", gpus=6, priority=MEDIUM))
+    assert names(plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)) == ["g-0"]
+
+
+# -------------------------------------------------------------- wasted victims
+
+
+def test_no_victims_where_stowage_filter_would_still_refuse() -> None:
+    """Contiguous memory is short on the node: evicting frees GPUs but not contiguity,
+    and the filter would go on refusing the pod there."""
+    rig = rig_with(pod("low", node="gpu-a", gpus=8), nodes=("gpu-a",))
+    state = rig.cluster.state
+    assert state is not None
+    short = NodeSignals(measured_at=NOW, contiguous_2mib_b=2**20)
+    rig.cluster.signals["gpu-a"] = short
+    state.set_signals(0, short)
+    wants = pending(annotations={"stowage.io/needs-contiguous-memory": "1Gi"})
+    refused = plan(rig.view(), rig.facts(wants), rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    assert "would still not fit" in refused.reason
+
+
+def test_nodes_the_pod_could_never_use_are_not_planned_on() -> None:
+    rig = rig_with(pod("low", node="gpu-a", gpus=8), nodes=("gpu-a",))
+    wants = pending(annotations={"stowage.io/gpu-models": H100})
+    refused = plan(rig.view(), rig.facts(wants), rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    assert "even empty" in refused.reason and "not one of" in refused.reason
+
+
+# --------------------------------------------------------- cooldown, approval
+
+
+def test_a_queue_cooling_down_gets_no_round() -> None:
+    rig = rig_with(pod("low", node="gpu-a", gpus=8), nodes=("gpu-a",))
+    cooling = rig.view(cooldown_until={"ns": NOW + 120})
+    refused = plan(cooling, rig.facts(pending()), rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    assert "cooling down for another 120 s" in refused.reason
+    cooled = rig.view(cooldown_until={"ns": NOW - 1})
+    assert names(plan(cooled, rig.facts(pending()), rig.evictions, NOW)) == ["low"]
+
+
+def test_the_queue_is_volcano_s_when_the_pod_names_one() -> None:
+    rig = rig_with(pod("low", node="gpu-a", gpus=8), nodes=("gpu-a",))
+    wants = pending(annotations={"scheduling.volcano.sh/queue-name": "research"})
+    chosen = plan(rig.view({"ns": NOW + 100}), rig.facts(wants), rig.evictions, NOW)
+    assert isinstance(chosen, Plan) and chosen.queue == "research"
+
+
+@pytest.mark.parametrize(("weight", "needed"), [(50, False), (51, True)])
+def test_heavy_queues_need_approval(weight: int, needed: bool) -> None:
+    settings = CoordinatorSettings(
+        policy=PolicySettings(name="most-allocated"),
+        evictions=EvictionSettings(queue_weights={"ns": weight}),
+    )
+    rig = EvictRig(settings=settings).nodes(node("gpu-a")).pods(pod("low", node="gpu-a", gpus=8))
+    chosen = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert isinstance(chosen, Plan) and chosen.needs_approval is needed
+
+
+# --------------------------------------------------------------------- pressure
+
+
+def best_effort(name: str, memory: str, priority: int = 0) -> dict:
+    return pod(
+        name,
+        node="gpu-a",
+        memory=memory,
+        priority=priority,
+        annotations={"stowage.io/qos": "best-effort"},
+    )
+
+
+def test_pressure_evicts_the_lowest_level_then_the_largest_best_effort_pod() -> None:
+    rig = rig_with(
+        best_effort("small", "1Gi"),
+        best_effort("large", "8Gi"),
+        best_effort("medium-level", "32Gi", priority=MEDIUM),
+        pod("serving", node="gpu-a", memory="64Gi"),
+        nodes=("gpu-a",),
+    )
+    rig.cluster.signals["gpu-a"] = NodeSignals(measured_at=NOW)
+    chosen = plan_pressure(rig.view(), "gpu-a", rig.evictions, NOW)
+    assert isinstance(chosen, Plan)
+    assert (chosen.trigger, chosen.queue, names(chosen)) == ("pressure", "gpu-a", ["large"])
+
+
+def test_pressure_never_evicts_on_a_stale_or_missing_report() -> None:
+    rig = rig_with(best_effort("be", "8Gi"), nodes=("gpu-a",))
+    refused = plan_pressure(rig.view(), "gpu-a", rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    assert "no fresh report" in refused.reason
+
+
+# ------------------------------------------------------------------ what-if state
+
+
+def test_what_if_rows_judge_as_the_live_nodes_do() -> None:
+    """With nothing given back, each what-if row gets the live node's verdict and reason."""
+    rig = rig_with(
+        pod("a", node="gpu-a", gpus=6),
+        pod("b", node="gpu-b", gpus=2, cpu="60"),
+        nodes=("gpu-a", "gpu-b", "gpu-c"),
+    )
+    state = rig.cluster.state
+    assert state is not None
+    rows = np.array([2, 0, 1, 0], dtype=np.int64)
+    view = rig.view()
+    for wants in (pending(), pending(gpus=2, cpu="8"), pending(gpus=0, cpu="10")):
+        request = rig.facts(wants).request
+        live = judge(state, view.policy, request, rows, view.signals)
+        after = given_back(state, rows, [[] for _ in rows])
+        found = judge(after, view.policy, request, np.arange(len(rows)), view.signals)
+        assert found.refused.tolist() == live.refused.tolist()
+        assert found.reasons.tolist() == live.reasons.tolist()
+
+
+def test_settings_refuse_levels_out_of_order() -> None:
+    from common.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="level_min_priority"):
+        EvictionSettings(level_min_priority={"medium": 5, "high": 1})
+    with pytest.raises(ConfigError, match="min_level_gap"):
+        dataclasses.replace(EvictionSettings(), min_level_gap=0)
