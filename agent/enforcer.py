@@ -328,11 +328,7 @@ class Enforcer:
 
     def _write(self, write: _Write) -> None:
         real = self._check(write.path)
-        fd = os.open(real, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            os.write(fd, write.value.encode())
-        finally:
-            os.close(fd)
+        _write_file(real, write.value)
         back = _read(real)
         if not _same(back, write.value):
             raise OSError(f"wrote {write.value!r}, read back {back.strip()!r}")
@@ -389,6 +385,15 @@ def _ordered(writes: list[tuple[_Write, str]], v2: bool) -> list[tuple[_Write, s
 def _rises(current: str, value: str) -> bool:
     old, new = int(current), int(value)
     return new < 0 or (old >= 0 and new > old)
+
+
+def _write_file(real: Path, value: str) -> None:
+    """One write(2) of ``value`` (cgroup files take a value per write), never creating."""
+    fd = os.open(real, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
 
 
 def _read(path: Path) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent import cgroups
+from agent import enforcer as enforcer_module
 from agent.enforcer import BePod, Enforcer
 from tests.hosts import FakeClock
 
@@ -220,6 +221,8 @@ def test_local_tightenings_are_counted_and_sources_checked(
     status = enforcer.current()
     assert (status.be_cpu_quota_m, status.source, status.local_actions) == (500, "local", 1)
     assert status.applied_at == clock.wall()
+    enforcer.apply(800, pods, source="local")  # a loosening is no tightening
+    assert enforcer.current().local_actions == 1
     with pytest.raises(ValueError, match="source"):
         enforcer.apply(500, pods, source="default")
     with pytest.raises(ValueError, match="quota_m"):
@@ -246,6 +249,23 @@ def test_a_failure_is_returned_and_kept_for_the_report(
     applied = enforcer.apply(500, [BePod(UID_A, "BestEffort", 0)])
     assert applied.error is not None and "cpu.cfs_quota_us" in applied.error
     assert enforcer.current().error == applied.error
+
+
+def test_a_value_the_kernel_did_not_keep_is_an_error(
+    v1: cgroups.CgroupLayout, tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+):
+    """As when kubelet rewrites shares between the write and the read, or the kernel clamps."""
+    _pod(v1, UID_A, "BestEffort")
+    write = enforcer_module._write_file
+
+    def clamping(real: Path, value: str) -> None:
+        write(real, "1024" if real.name == "cpu.shares" else value)
+
+    monkeypatch.setattr(enforcer_module, "_write_file", clamping)
+    applied = Enforcer(v1, tmp_path / "journal.json", clock).apply(
+        500, [BePod(UID_A, "BestEffort", 0)]
+    )
+    assert applied.error is not None and "read back '1024'" in applied.error
 
 
 # -- refusals -------------------------------------------------------------------------
