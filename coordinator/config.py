@@ -177,6 +177,102 @@ class EventSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ColocationPool:
+    """One node pool's best-effort CPU throttle (:mod:`coordinator.colocation.controller`).
+
+    Pressure is the latency-sensitive (LS) pods' own CPU stall: the largest ``cpu.pressure``
+    "some avg10" among them where the kernel keeps per-cgroup PSI, else the node's. The
+    seed's recipe "limit BE when PSI exceeds 0.3" is read as a fraction of time stalled:
+    some avg10 ≥ 30 %. Katalyst's default (15 %) reacts earlier at the cost of throttling
+    batch work more often; set ``pressure_high_pct: 15`` for it."""
+
+    name: str = "default"
+    """Shown in ``/debug/colocation`` and the reason strings."""
+    selector: dict[str, str] = field(default_factory=dict)
+    """Node labels that must all match (``{}``: every node). The first pool whose selector
+    matches a node is that node's pool; nodes no pool matches use ``colocation.default``."""
+    enabled: bool = True
+    """False: the pool's best-effort pods are never throttled (directives say None)."""
+    pressure_high_pct: float = 30.0
+    """LS stall share (some avg10, %) at or above which BE is tightened ..."""
+    tighten_after_s: float = 10.0
+    """... once it has held that long without a break (a single spike does nothing)."""
+    tighten_factor: float = 0.5
+    """Each tightening multiplies the BE quota by this (never below the floor); the first
+    starts from the BE pods' measured use. Sustained pressure tightens again after another
+    ``tighten_after_s``."""
+    pressure_low_pct: float = 10.0
+    """LS stall share at or below which BE is relaxed ..."""
+    relax_after_s: float = 30.0
+    """... once it has held that long; between low and high the quota holds (hysteresis)."""
+    relax_step_pct: float = 10.0
+    """Each relaxation adds this share of the node's allocatable CPU; a quota reaching
+    allocatable is released (None). From the floor to released: about ten steps."""
+    floor_pct: float = 10.0
+    """BE never gets less than this share of the node's allocatable CPU ..."""
+    floor_min_m: int = 500
+    """... nor less than this many millicores: batch pods starve, they are never stopped."""
+    usage_threshold_pct: float = 65.0
+    """Where the node keeps no PSI at all: Koordinator's usage watermark (its
+    ``cpuSuppressThresholdPercent`` default). BE quota = allocatable × this − LS use,
+    applied after ``tighten_after_s`` above it ..."""
+    usage_band_pct: float = 10.0
+    """... and relaxed after ``relax_after_s`` below it by this many points."""
+    reclaim_margin_pct: float = 10.0
+    """Reclaimable batch capacity published = allocatable − LS use − this share of
+    allocatable (Koordinator's batch resources keep a margin the same way)."""
+    local: bool = True
+    """Let agents tighten alone between two reports (``Directives.local``), where per-pod
+    PSI exists; False: only the coordinator's decisions apply."""
+    local_window_s: float = 1.0
+    """Window the agent measures LS stall over."""
+    local_hold_s: float = 20.0
+    """How long an agent's own tightening lasts unless the coordinator confirms it: two
+    report intervals, so a tightening the coordinator does not share ends soon."""
+
+    def __post_init__(self) -> None:
+        where = f"colocation.pools[{self.name}]"
+        _positive(
+            where,
+            tighten_after_s=self.tighten_after_s,
+            relax_after_s=self.relax_after_s,
+            relax_step_pct=self.relax_step_pct,
+            floor_min_m=self.floor_min_m,
+            local_window_s=self.local_window_s,
+            local_hold_s=self.local_hold_s,
+        )
+        if not 0 <= self.pressure_low_pct < self.pressure_high_pct <= 100:
+            raise ConfigError(f"{where}: need 0 <= pressure_low_pct < pressure_high_pct <= 100")
+        if not 0 < self.tighten_factor < 1:
+            raise ConfigError(f"{where}.tighten_factor: expected 0 < value < 1")
+        for key in ("floor_pct", "usage_threshold_pct", "usage_band_pct", "reclaim_margin_pct"):
+            if not 0 <= getattr(self, key) <= 100:
+                raise ConfigError(f"{where}.{key}: expected 0..100")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ColocationSettings:
+    """Which pods are best-effort (BE) and how each node pool throttles them."""
+
+    enabled: bool = True
+    """False: every directive says "no throttle"; nothing else changes."""
+    qos_label: str = "stowage.io/qos"
+    """Pod label naming a pod ``BE`` or ``LS`` outright (``koordinator.sh/qosClass`` is
+    honoured too); without one, QoS class BestEffort is BE and every other pod LS."""
+    pools: tuple[ColocationPool, ...] = ()
+    """Node pools by label selector; the first match wins."""
+    default: ColocationPool = field(default_factory=ColocationPool)
+    """The pool of nodes no selector matches."""
+
+    def pool_of(self, labels: dict[str, str]) -> ColocationPool:
+        """The pool of a node with these labels."""
+        for pool in self.pools:
+            if all(labels.get(k) == v for k, v in pool.selector.items()):
+                return pool
+        return self.default
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderSettings:
     lease_name: str = "stowage-coordinator"
     lease_duration_s: float = 15.0
@@ -368,6 +464,7 @@ class CoordinatorSettings:
     publisher: PublisherSettings = field(default_factory=PublisherSettings)
     leader: LeaderSettings = field(default_factory=LeaderSettings)
     events: EventSettings = field(default_factory=EventSettings)
+    colocation: ColocationSettings = field(default_factory=ColocationSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     evictions: EvictionSettings = field(default_factory=EvictionSettings)
 
