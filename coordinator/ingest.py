@@ -30,11 +30,15 @@ not in the Node watch yet, which the next report, once it is, gets past. A 404 w
 also read like a wrong URL (a misrouted Ingress answers 404 too). The agent treats both
 alike: the report is dropped and the next one goes out on schedule.
 
-An accepted report replaces the node's signals and is answered with directives that
-last ``ingest.directive_ttl_s``. Its freshness is judged by when its request arrived here,
-on the coordinator's monotonic clock (:meth:`LiveCluster.apply_report`): the agent's
-``measured_at`` is shown, never trusted, so a wrong or stepped agent clock can neither
-keep a dead node fresh nor make a live one look stale.
+An accepted report replaces the node's signals, steps its colocation throttle
+(:mod:`coordinator.colocation`) and is answered with directives that last
+``ingest.directive_ttl_s``: the best-effort CPU quota, why, the BE pods it applies to and
+the bounds of the agent's fast path — from the leader; a follower's answer is valid for
+no time, so agents follow the leader (:func:`directives_for`). Its freshness is judged
+by when its request arrived here, on the coordinator's monotonic clock
+(:meth:`LiveCluster.apply_report`): the agent's ``measured_at`` is shown, never trusted,
+so a wrong or stepped agent clock can neither keep a dead node fresh nor make a live one
+look stale.
 
 Tokens are never logged; refusals are logged at DEBUG (they are counted by reason, so a
 flood shows in metrics, not logs).
@@ -144,12 +148,35 @@ async def ingest(request: web.Request, services: Services, received_at: float) -
     if report.node not in cluster.specs:
         raise Refused(409, "unknown_node", f"node {report.node!r} is not known (yet)")
     cluster.apply_report(report, received_at)
+    return directives_for(services, report.node)
+
+
+def directives_for(services: Services, node: str) -> Directives:
+    """The answer to a node's accepted report: the leader's colocation decision, valid
+    for ``ingest.directive_ttl_s``. A follower answers valid for no time (``ttl_s`` 0): of
+    the answers of all replicas an agent keeps the newest one still valid
+    (:mod:`agent.fanout`), so it follows the leader and never a follower (see
+    :mod:`coordinator.colocation.hub`)."""
+    colocation = services.cluster.colocation
+    issued_at = services.clock.wall()
+    if colocation.elected and not services.leader.is_set():
+        return Directives(
+            schema_version=SCHEMA_VERSION,
+            node=node,
+            issued_at=issued_at,
+            ttl_s=0.0,
+            be_reason="not the leader: the leader's directives apply",
+        )
+    decision = colocation.decision(node)
     return Directives(
         schema_version=SCHEMA_VERSION,
-        node=report.node,
-        issued_at=services.clock.wall(),
-        ttl_s=settings.directive_ttl_s,
-        be_cpu_quota_m=None,
+        node=node,
+        issued_at=issued_at,
+        ttl_s=services.settings.ingest.directive_ttl_s,
+        be_cpu_quota_m=decision.quota_m,
+        be_reason=decision.reason[:4096],
+        be_pods=decision.be_pods,
+        local=decision.local,
     )
 
 

@@ -65,6 +65,17 @@ class CoordinatorMetrics:
             ["result"],
             registry=r,
         )
+        self.be_throttle_changes = Counter(
+            "stowage_be_throttle_changes",
+            "Best-effort CPU quota changes decided, by change (tightened, relaxed, released).",
+            ["change"],
+            registry=r,
+        )
+        self.be_throttled_nodes = Gauge(
+            "stowage_be_throttled_nodes",
+            "Nodes whose best-effort pods have a CPU quota now (this replica's controller).",
+            registry=r,
+        )
         self.watch_restarts = Counter(
             "stowage_watch_restarts",
             "List-and-watch restarts, by resource and cause (expired, error).",

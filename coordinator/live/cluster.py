@@ -29,6 +29,7 @@ from msgspec import structs
 
 from common.clock import Clock
 from common.schema import NodeReport
+from coordinator.colocation.hub import Colocation
 from coordinator.config import CoordinatorSettings
 from coordinator.eviction.facts import Budgets, PodFacts, pod_facts
 from coordinator.live.decisions import FilterResult, explain, filter_nodes, prioritize_rows
@@ -83,6 +84,8 @@ class LiveCluster:
         self.state: ClusterState | None = None
         self.engine: Engine | None = None
         self._row_memo = RowMemo()
+        self.colocation = Colocation(settings.colocation, settings.signals.report_ttl_s, metrics)
+        """Per-node best-effort throttles, fresh by the same receipt clock as the signals."""
 
     @property
     def held(self) -> dict[str, Held]:
@@ -98,6 +101,7 @@ class LiveCluster:
         except ObjectError as e:
             log.warning("ignoring node: %s", e)
             return
+        self.colocation.set_labels(spec.name, _labels(node))
         if self.specs.get(spec.name) != spec:
             self.specs[spec.name] = spec
             self._rebuild()
@@ -117,6 +121,7 @@ class LiveCluster:
                 log.warning("ignoring node: %s", e)
                 continue
             specs[spec.name] = spec
+            self.colocation.set_labels(spec.name, _labels(node))
         if specs != self.specs:
             gone = self.specs.keys() - specs.keys()
             self.specs = specs
@@ -213,6 +218,7 @@ class LiveCluster:
         if self.state is not None:
             i = self.state.index[node]
             self.state.set_signals(i, self._effective(signals, self.specs[node]))
+        self.colocation.observe(report, received_at)
         return True
 
     def expire(self) -> list[str]:
@@ -220,6 +226,7 @@ class LiveCluster:
         return the nodes that became unknown. Both by the monotonic clock only."""
         now = self.clock.monotonic()
         self.holdings.expire(self.state, now)
+        self.colocation.expire(now)
         ttl = self.settings.signals.report_ttl_s
         stale = [n for n in self.signals if now - self.received_at[n] > ttl]
         for name in stale:
@@ -300,6 +307,7 @@ class LiveCluster:
             self.signals.pop(name, None)
             self.received_at.pop(name, None)
             self.last_report_at.pop(name, None)
+            self.colocation.forget(name)
         self.holdings.leave(gone)
 
     def _rebuild(self) -> None:
@@ -314,3 +322,11 @@ class LiveCluster:
         self.state = state
         self.engine = Engine(state, self.policy)  # rank = name order: stable across replicas
         self.holdings.replay(state)
+
+
+def _labels(node: Mapping[str, Any]) -> dict[str, str]:
+    """A Node's labels (they select its colocation pool); malformed ones read as none."""
+    labels = (node.get("metadata") or {}).get("labels")
+    if not isinstance(labels, Mapping):
+        return {}
+    return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}

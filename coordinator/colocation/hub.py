@@ -1,0 +1,222 @@
+"""Per-node colocation facts and throttles of the whole cluster, and what goes out of them.
+
+:class:`Colocation` is held by :class:`~coordinator.live.LiveCluster`: each applied report
+is turned into :class:`~coordinator.colocation.inputs.NodeInput` and stepped through the
+controller at the time its request was *received* (the coordinator's monotonic clock, as
+every freshness judgement). A node whose latest report is older than
+``signals.report_ttl_s`` loses its facts and its throttle is released
+(:meth:`Colocation.expire`), so a silent node is never left throttled by the coordinator —
+and its agent, hearing nothing valid, returns to the defaults after the directive TTL.
+
+Only the leader's decisions leave the process. Every replica steps every node (agents
+report to all replicas), so a replica that takes over holds the same throttles the old
+leader had from the same reports; the directives it answers are the only thing that
+changes hands. A follower answers with ``ttl_s`` 0: an agent keeps, among the answers of
+all replicas, the newest one still valid (:mod:`agent.fanout`), and an answer valid for no
+time at all is never that one — the agent follows the leader. Without leader election
+(one replica, tests) the replica is its own leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from common.schema import NodeReport
+from coordinator.colocation.controller import (
+    RELEASED,
+    Change,
+    Throttle,
+    local_bounds,
+    reclaimable_m,
+    step,
+)
+from coordinator.colocation.inputs import NodeInput, node_input
+from coordinator.config import ColocationPool, ColocationSettings
+from coordinator.metrics import CoordinatorMetrics
+
+log = logging.getLogger(__name__)
+
+MAX_PENDING: Final = 4096
+"""Changes waiting for their Event; past it the oldest are dropped (and counted as such by
+the recorder's metric never seeing them): an Event is a notice, not a record."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a node's agent is told now: the fields of :class:`~common.schema.Directives`."""
+
+    quota_m: int | None
+    reason: str
+    be_pods: list[str]
+    local: Any
+
+
+class Colocation:
+    def __init__(
+        self, settings: ColocationSettings, report_ttl_s: float, metrics: CoordinatorMetrics
+    ) -> None:
+        self.settings = settings
+        self.report_ttl_s = report_ttl_s
+        self.metrics = metrics
+        self.facts: dict[str, NodeInput] = {}
+        """Facts of each node's latest fresh report."""
+        self.received_at: dict[str, float] = {}
+        self.throttles: dict[str, Throttle] = {}
+        self.labels: dict[str, Mapping[str, str]] = {}
+        self.elected = False
+        """Whether leader election runs; until it does, this replica is its own leader."""
+        self.pending: deque[tuple[str, Throttle]] = deque(maxlen=MAX_PENDING)
+        """Changes the leader has yet to write Events for."""
+
+    # -------------------------------------------------------------- updates
+
+    def set_labels(self, node: str, labels: Mapping[str, str]) -> None:
+        """The node's labels, which select its pool."""
+        self.labels[node] = labels
+
+    def forget(self, node: str) -> None:
+        """A node left the cluster."""
+        for table in (self.facts, self.received_at, self.throttles, self.labels):
+            table.pop(node, None)
+
+    def pool_of(self, node: str) -> ColocationPool:
+        return self.settings.pool_of(dict(self.labels.get(node) or {}))
+
+    def observe(self, report: NodeReport, received_at: float) -> Throttle:
+        """Step the node of an applied report (its request arrived at ``received_at``)."""
+        node = report.node
+        facts = node_input(report, self.settings.qos_label)
+        self.facts[node] = facts
+        self.received_at[node] = received_at
+        return self._step(node, facts, received_at)
+
+    def expire(self, now: float) -> list[str]:
+        """Release the throttles of nodes without a report for ``report_ttl_s``; return
+        the nodes whose facts went."""
+        stale = [n for n, at in self.received_at.items() if now - at > self.report_ttl_s]
+        for node in stale:
+            del self.facts[node], self.received_at[node]
+            self._step(node, None, now)
+        return stale
+
+    def _step(self, node: str, facts: NodeInput | None, now: float) -> Throttle:
+        prev = self.throttles.get(node, RELEASED)
+        pool = self.pool_of(node) if self.settings.enabled else _OFF
+        throttle = step(prev, facts, pool, now)
+        self.throttles[node] = throttle
+        if throttle.change is not Change.NONE:
+            self.metrics.be_throttle_changes.labels(throttle.change.value).inc()
+            self.pending.append((node, throttle))
+            log.info("node %s: BE quota %s: %s", node, _quota(throttle.quota_m), throttle.reason)
+        if throttle.quota_m is not None or prev.quota_m is not None:
+            self.metrics.be_throttled_nodes.set(
+                sum(1 for t in self.throttles.values() if t.quota_m is not None)
+            )
+        return throttle
+
+    # ------------------------------------------------------------- answers
+
+    def decision(self, node: str) -> Decision:
+        """What the node's agent is told now (by the leader)."""
+        throttle = self.throttles.get(node, RELEASED)
+        facts = self.facts.get(node)
+        pool = self.pool_of(node) if self.settings.enabled else _OFF
+        be_pods = list(facts.be_pods) if facts is not None and throttle.quota_m is not None else []
+        return Decision(
+            throttle.quota_m, throttle.reason, be_pods, local_bounds(throttle, facts, pool)
+        )
+
+    def explain(self, node: str, now: float) -> dict[str, Any]:
+        """Why the node's BE pods are (or are not) throttled right now."""
+        throttle = self.throttles.get(node, RELEASED)
+        facts = self.facts.get(node)
+        pool = self.pool_of(node) if self.settings.enabled else _OFF
+        received = self.received_at.get(node)
+        answer: dict[str, Any] = {
+            "node": node,
+            "pool": pool.name,
+            "be_cpu_quota_m": throttle.quota_m,
+            "reason": throttle.reason,
+            "changed_s_ago": None if throttle.changed_at is None else now - throttle.changed_at,
+            "tightening_in_s": _remaining(throttle.above_since, pool.tighten_after_s, now),
+            "relaxing_in_s": _remaining(throttle.below_since, pool.relax_after_s, now)
+            if throttle.quota_m is not None
+            else None,
+            "report_received_s_ago": None if received is None else now - received,
+            "thresholds": {
+                "pressure_high_pct": pool.pressure_high_pct,
+                "pressure_low_pct": pool.pressure_low_pct,
+                "tighten_after_s": pool.tighten_after_s,
+                "relax_after_s": pool.relax_after_s,
+                "usage_threshold_pct": pool.usage_threshold_pct,
+            },
+            "facts": None,
+            "reclaimable_m": reclaimable_m(facts, pool),
+        }
+        if facts is not None:
+            enforcement = facts.enforcement
+            answer["facts"] = {
+                "pressure_pct": facts.pressure_pct,
+                "pressure_source": facts.source.value,
+                "allocatable_m": facts.allocatable_m,
+                "node_used_m": facts.node_used_m,
+                "ls_usage_m": facts.ls_usage_m,
+                "be_usage_m": facts.be_usage_m,
+                "be_pods": len(facts.be_pods),
+                "ls_pods": facts.ls_pods,
+                "agent_applied": None
+                if enforcement is None
+                else {
+                    "be_cpu_quota_m": enforcement.be_cpu_quota_m,
+                    "source": enforcement.source,
+                    "local_actions": enforcement.local_actions,
+                    "error": enforcement.error,
+                },
+            }
+        return answer
+
+    # --------------------------------------------------------------- events
+
+    async def write_events(
+        self, recorder: Any, leader: asyncio.Event, period_s: float = 1.0
+    ) -> None:
+        """The leader's Event writer: one Event per throttle change, on the Node. While
+        not leading, changes are dropped (the leader of their time told them, or nobody
+        should: a follower's steps are only to be warm)."""
+        from coordinator.kube.events import EventType, ObjectRef
+
+        while True:
+            if not leader.is_set():
+                self.pending.clear()
+                await leader.wait()
+            while self.pending:
+                node, throttle = self.pending.popleft()
+                kind = (
+                    EventType.WARNING if throttle.change is Change.TIGHTENED else EventType.NORMAL
+                )
+                message = f"best-effort CPU quota {_quota(throttle.quota_m)}: {throttle.reason}"
+                await asyncio.to_thread(
+                    recorder.record, ObjectRef.node(node), kind, _REASONS[throttle.change], message
+                )
+            await asyncio.sleep(period_s)
+
+
+_OFF: Final = ColocationPool(name="off", enabled=False)
+_REASONS: Final = {
+    Change.TIGHTENED: "BestEffortThrottled",
+    Change.RELAXED: "BestEffortRelaxed",
+    Change.RELEASED: "BestEffortReleased",
+}
+
+
+def _quota(quota_m: int | None) -> str:
+    return "none" if quota_m is None else f"{quota_m}m"
+
+
+def _remaining(since: float | None, dwell_s: float, now: float) -> float | None:
+    return None if since is None else max(0.0, dwell_s - (now - since))

@@ -1,0 +1,130 @@
+"""What one report says for the colocation controller, built once per accepted report.
+
+One pass over the pods section: each pod classified (:mod:`~coordinator.colocation.qos`),
+the LS pods' largest per-cgroup CPU stall, the LS and BE pods' measured CPU use, and the
+UIDs of the BE pods a quota applies to. Where no LS pod reports its own stall (cgroup v1,
+a kernel without per-cgroup PSI, an agent without per-pod signals) the node's own
+``cpu some avg10`` stands in; where the node has no PSI at all, there is no pressure and
+the controller falls back to usage watermarks.
+
+Pods that finished (Succeeded, Failed) are left out; so is everything past
+:data:`~common.schema.MAX_BE_PODS` BE pods (a node with more is misconfigured).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from common.schema import MAX_BE_PODS, Enforcement, NodeReport, is_absent
+from coordinator.colocation.qos import Qos, classify
+
+FINISHED: Final = frozenset({"Succeeded", "Failed"})
+
+
+class Source(StrEnum):
+    """Where the pressure figure came from."""
+
+    LS_PODS = "ls-pods"
+    """The largest ``cpu.pressure`` some avg10 among the LS pods' own cgroups."""
+    NODE = "node"
+    """The node's ``/proc/pressure/cpu`` some avg10: no LS pod reported its own."""
+    NONE = "none"
+    """No PSI at all: the usage watermark decides."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInput:
+    """The colocation facts of one report."""
+
+    pressure_pct: float | None
+    source: Source
+    allocatable_m: int | None
+    """CPU pods can use (true allocatable, else kubelet's, else capacity); None unknown."""
+    node_used_m: int | None
+    ls_usage_m: int | None
+    """CPU the LS (and system) pods used; None when no pod reported its use."""
+    be_usage_m: int | None
+    be_pods: tuple[str, ...]
+    ls_pods: int
+    enforcement: Enforcement | None
+
+
+def node_input(report: NodeReport, label_key: str) -> NodeInput:
+    """The colocation facts of ``report`` (validated already)."""
+    be_pods: list[str] = []
+    ls_pods = 0
+    ls_pressure: float | None = None
+    ls_used = be_used = 0
+    measured = False
+    pods = report.pods
+    if not is_absent(pods):
+        for pod in pods.pods:
+            if pod.phase in FINISHED:
+                continue
+            usage = pod.usage
+            if classify(pod, label_key) is Qos.BE:
+                if len(be_pods) < MAX_BE_PODS:
+                    be_pods.append(pod.uid)
+                if usage is not None and usage.cpu_m is not None:
+                    be_used += usage.cpu_m
+                    measured = True
+                continue
+            ls_pods += 1
+            if usage is None:
+                continue
+            if usage.cpu_m is not None:
+                ls_used += usage.cpu_m
+                measured = True
+            stall = usage.cpu_some_avg10_pct
+            if stall is not None and (ls_pressure is None or stall > ls_pressure):
+                ls_pressure = stall
+    source, pressure = Source.NONE, None
+    if ls_pressure is not None:
+        source, pressure = Source.LS_PODS, ls_pressure
+    else:
+        node = _node_pressure(report)
+        if node is not None:
+            source, pressure = Source.NODE, node
+    node_used = None
+    usage_section = report.usage
+    if not is_absent(usage_section) and not is_absent(usage_section.cpu):
+        node_used = usage_section.cpu.used_m
+    if measured:
+        ls_usage: int | None = ls_used
+        be_usage: int | None = be_used
+    else:  # no per-pod use: count the whole node as LS, so BE is judged conservatively
+        ls_usage, be_usage = node_used, None
+    return NodeInput(
+        pressure_pct=pressure,
+        source=source,
+        allocatable_m=_allocatable_m(report),
+        node_used_m=node_used,
+        ls_usage_m=ls_usage,
+        be_usage_m=be_usage,
+        be_pods=tuple(be_pods),
+        ls_pods=ls_pods,
+        enforcement=report.enforcement,
+    )
+
+
+def _node_pressure(report: NodeReport) -> float | None:
+    psi = report.psi
+    if is_absent(psi):
+        return None
+    cpu = psi.system.cpu
+    if is_absent(cpu) or cpu.some is None:
+        return None
+    return cpu.some.avg10_pct
+
+
+def _allocatable_m(report: NodeReport) -> int | None:
+    section = report.allocatable
+    if is_absent(section):
+        return None
+    cpu = section.cpu
+    for value in (cpu.true_allocatable_m, cpu.kubelet_allocatable_m, cpu.capacity_m):
+        if value:
+            return value
+    return None
