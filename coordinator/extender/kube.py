@@ -10,9 +10,13 @@
   That node then counts the pod as *assumed* (until the pod watch says where it was
   bound, or ``kube.assumed_ttl_s``), so a burst of pods does not pile onto one node
   between two watch events.
-* **Preempt** is a pass-through for now: the candidates it is given go back unchanged, in
-  the Meta form (UIDs) kube-scheduler reads. Stowage vetoes no victims yet; the eviction
-  planner will.
+* **Preempt** answers from the eviction planner: per candidate node, the cheapest subset
+  of the victims kube-scheduler proposes that the rules allow (levels, budgets, no pod
+  checkpointing now, no gang broken beyond the proposal) and after whose eviction
+  Stowage's own filter passes the pod there; a node without one is left out, so
+  kube-scheduler never evicts on a node Stowage would then refuse. A node we do not know
+  goes back as proposed (nothing known against it, as in filter). Only well-formed
+  entries are answered, in the Meta form (UIDs).
 
 Both node modes work, and both are judged against the nodes of the Node watch: a name
 it does not have passes filter (nothing known against it) and scores 0. With
@@ -36,6 +40,9 @@ from typing import Final
 import numpy as np
 from aiohttp import web
 
+from coordinator.eviction.facts import pod_facts
+from coordinator.eviction.plan import narrow_victims
+from coordinator.eviction.view import view_of
 from coordinator.extender import wire
 from coordinator.extender.handling import (
     MIB,
@@ -106,10 +113,27 @@ async def _read_args(
 
 @endpoint("preempt")
 async def preempt(request: web.Request, services: Services) -> web.Response:
-    """Pass-through: the victims kube-scheduler chose, unchanged, as UIDs."""
+    """kube-scheduler's candidates narrowed by the planner (see above), as UIDs."""
     args = wire.decode_preemption_args(await read_json(request, MAX_BODY_B))
-    request_of(args.pod, services.settings)  # a pod we cannot read is a bad request here too
-    return json_reply(wire.preemption_reply(args.victims))
+    pod = request_of(args.pod, services.settings)  # a pod we cannot read is a bad request
+    cluster = services.cluster
+    view = view_of(cluster)
+    known = cluster.specs.keys()
+    answer: dict[str, wire.MetaVictims | None] = {
+        node: v for node, v in args.victims.items() if node not in known
+    }
+    proposed = {
+        node: frozenset(v.uids)
+        for node, v in args.victims.items()
+        if node in known and v is not None and v.uids
+    }
+    if view is not None and proposed:
+        settings = services.settings.evictions
+        facts = pod_facts(args.pod, pod, settings.level_label)
+        narrowed = narrow_victims(view, facts, proposed, settings, services.clock.wall())
+        for node, victims in narrowed.items():
+            answer[node] = wire.MetaVictims(uids=tuple(v.uid for v in victims))
+    return json_reply(wire.preemption_reply(answer))
 
 
 def add_routes(app: web.Application) -> None:

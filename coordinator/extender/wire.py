@@ -357,11 +357,15 @@ def filter_reply(
     """``ExtenderFilterResult`` as Go encodes it: every field, the unused form null.
 
     With ``nodes`` (Nodes mode) the passing Node objects go back in a NodeList and
-    ``NodeNames`` is null; otherwise the names go back and ``Nodes`` is null."""
+    ``NodeNames`` is null; otherwise the names go back and ``Nodes`` is null.
+
+    Unresolvable refusals are listed under ``FailedNodes`` too: kube-scheduler before
+    1.21 knows no ``FailedAndUnresolvableNodes`` and would drop those nodes without a
+    reason, while newer releases give that map precedence for a node in both."""
     return {
         "Nodes": {"metadata": {}, "items": list(nodes)} if nodes is not None else None,
         "NodeNames": list(passing) if nodes is None else None,
-        "FailedNodes": dict(failed),
+        "FailedNodes": {**failed, **unresolvable},
         "FailedAndUnresolvableNodes": dict(unresolvable),
         "Error": "",
     }
@@ -408,16 +412,15 @@ def _template(names: Sequence[str]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[
 
 
 def preemption_reply(victims: Mapping[str, MetaVictims | None]) -> dict[str, Any]:
-    """``ExtenderPreemptionResult``: always the Meta form (UIDs)."""
+    """``ExtenderPreemptionResult``: always the Meta form (UIDs), and only well-formed
+    entries: a node whose entry or ``Pods`` is null or empty is left out. kube-scheduler
+    1.20 dereferences every entry (a null one panics its preemption), and newer releases
+    refuse a node without victims ("expected at least one victim pod")."""
     return {
         "NodeNameToMetaVictims": {
-            node: None
-            if v is None
-            else {
-                "Pods": None if v.uids is None else [{"UID": uid} for uid in v.uids],
-                "NumPDBViolations": v.pdb_violations,
-            }
+            node: {"Pods": [{"UID": uid} for uid in v.uids], "NumPDBViolations": v.pdb_violations}
             for node, v in victims.items()
+            if v is not None and v.uids
         }
     }
 

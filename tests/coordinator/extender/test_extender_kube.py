@@ -39,7 +39,10 @@ async def test_filter_answers_names_and_both_failure_maps(rig: Rig, keys: tuple[
     assert reply == {
         "Nodes": None,
         "NodeNames": ["gpu-1"],
-        "FailedNodes": {"gpu-2": "CPU 2000m free < 4000m requested"},
+        "FailedNodes": {
+            "gpu-2": "CPU 2000m free < 4000m requested",
+            "node-a": "0 GPUs on the node < 2 requested",  # also here, for clients < 1.21
+        },
         "FailedAndUnresolvableNodes": {"node-a": "0 GPUs on the node < 2 requested"},
         "Error": "",
     }
@@ -205,22 +208,23 @@ async def test_prioritize_in_nodes_mode_scores_nodes_the_watch_lacks_0(rig: Rig)
 # ------------------------------------------------------------------ preempt
 
 
-async def test_preempt_echoes_the_meta_victims_it_was_given(rig: Rig):
+async def test_preempt_passes_nodes_it_does_not_know_and_drops_unknown_victims(rig: Rig):
+    """A node the Node watch does not have goes back as proposed (nothing known against
+    it); on a known node, pods the pod watch does not have are never victims."""
     before = rig.snapshot()
     body = {
         "Pod": pod(),
         "NodeNameToVictims": None,
         "NodeNameToMetaVictims": {
             "node-a": {"Pods": [{"UID": "c0ffee"}], "NumPDBViolations": 0},
-            "node-b": {"Pods": [{"UID": "d00d"}, {"UID": "beef"}], "NumPDBViolations": 1},
+            "node-x": {"Pods": [{"UID": "d00d"}, {"UID": "beef"}], "NumPDBViolations": 1},
         },
     }
     status, reply = await rig.post(PREEMPT, body)
     assert status == 200
     assert reply == {
         "NodeNameToMetaVictims": {
-            "node-a": {"Pods": [{"UID": "c0ffee"}], "NumPDBViolations": 0},
-            "node-b": {"Pods": [{"UID": "d00d"}, {"UID": "beef"}], "NumPDBViolations": 1},
+            "node-x": {"Pods": [{"UID": "d00d"}, {"UID": "beef"}], "NumPDBViolations": 1},
         }
     }
     assert rig.snapshot() == before
@@ -229,16 +233,16 @@ async def test_preempt_echoes_the_meta_victims_it_was_given(rig: Rig):
 async def test_preempt_reads_legacy_keys_and_full_victims_and_answers_meta(rig: Rig):
     legacy = {
         "pod": pod(),
-        "nodeNameToMetaVictims": {"node-a": {"pods": [{"uid": "c0ffee"}], "numPDBViolations": 2}},
+        "nodeNameToMetaVictims": {"node-q": {"pods": [{"uid": "c0ffee"}], "numPDBViolations": 2}},
     }
     assert await rig.post(PREEMPT, legacy) == (
         200,
-        {"NodeNameToMetaVictims": {"node-a": {"Pods": [{"UID": "c0ffee"}], "NumPDBViolations": 2}}},
+        {"NodeNameToMetaVictims": {"node-q": {"Pods": [{"UID": "c0ffee"}], "NumPDBViolations": 2}}},
     )
     full = {
         "Pod": pod(),
         "NodeNameToVictims": {
-            "node-c": {"Pods": [pod(name="v", uid="victim-1")], "NumPDBViolations": 1}
+            "node-r": {"Pods": [pod(name="v", uid="victim-1")], "NumPDBViolations": 1}
         },
         "NodeNameToMetaVictims": None,
     }
@@ -246,7 +250,7 @@ async def test_preempt_reads_legacy_keys_and_full_victims_and_answers_meta(rig: 
         200,
         {
             "NodeNameToMetaVictims": {
-                "node-c": {"Pods": [{"UID": "victim-1"}], "NumPDBViolations": 1}
+                "node-r": {"Pods": [{"UID": "victim-1"}], "NumPDBViolations": 1}
             }
         },
     )

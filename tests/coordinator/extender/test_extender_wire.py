@@ -157,7 +157,8 @@ def test_malformed_victims_say_what_is_wrong(victims, message):
 def test_filter_reply_is_what_gos_encoder_writes_in_node_names_mode():
     reply = wire.filter_reply(["node-a"], {"node-b": "why b"}, {"node-c": "why c"})
     assert json.dumps(reply) == (
-        '{"Nodes": null, "NodeNames": ["node-a"], "FailedNodes": {"node-b": "why b"}, '
+        '{"Nodes": null, "NodeNames": ["node-a"], '
+        '"FailedNodes": {"node-b": "why b", "node-c": "why c"}, '
         '"FailedAndUnresolvableNodes": {"node-c": "why c"}, "Error": ""}'
     )
 
@@ -184,13 +185,16 @@ def test_host_priorities_are_integers_in_0_to_10_in_gos_key_order():
             wire.HostPriorityWriter().write(["a"], np.array(bad))
 
 
-def test_preemption_reply_is_always_the_meta_form():
-    victims = {"n1": MetaVictims(("u1", "u2"), 1), "n2": MetaVictims(None, 0), "n3": None}
+def test_preemption_reply_is_the_meta_form_with_well_formed_entries_only():
+    victims = {
+        "n1": MetaVictims(("u1", "u2"), 1),
+        "n2": MetaVictims(None, 0),
+        "n3": None,
+        "n4": MetaVictims((), 0),
+    }
     assert wire.preemption_reply(victims) == {
         "NodeNameToMetaVictims": {
             "n1": {"Pods": [{"UID": "u1"}, {"UID": "u2"}], "NumPDBViolations": 1},
-            "n2": {"Pods": None, "NumPDBViolations": 0},
-            "n3": None,
         }
     }
 

@@ -1,0 +1,288 @@
+"""``/scheduler/preempt`` answers from the planner, and the filter and preempt answers
+decode in kube-scheduler's own extender types, as its 1.20 client and current clients
+read them (golden tests from the request and reply examples of the scheduler interop
+reference).
+
+Go's ``encoding/json`` is reproduced for the shapes involved: object keys matched to
+struct fields case-insensitively, unknown keys ignored, ``null`` leaves a pointer, map
+or slice nil, and a value of the wrong JSON type is an error
+(``json: cannot unmarshal …``), which fails the scheduling cycle.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from coordinator.extender import kube
+from coordinator.services import SERVICES, Services
+from tests.coordinator.eviction.evictrig import H100, EvictRig, node, pod
+
+HIGH = 10_000
+MEDIUM = 1_000
+
+# ----------------------------------------------------------- Go's extender types
+
+STR, INT = "string", "int64"
+MAP_STR = ("map", STR)
+META_POD = {"UID": STR}
+META_VICTIMS = {"Pods": ("slice", ("ptr", META_POD)), "NumPDBViolations": INT}
+PREEMPTION_RESULT = {"NodeNameToMetaVictims": ("map", ("ptr", META_VICTIMS))}
+"""``ExtenderPreemptionResult`` (the same in 1.20 and now)."""
+FILTER_RESULT_1_20 = {
+    "Nodes": ("ptr", {"items": ("slice", "any")}),
+    "NodeNames": ("ptr", ("slice", STR)),
+    "FailedNodes": MAP_STR,
+    "Error": STR,
+}
+"""``ExtenderFilterResult`` of kube-scheduler 1.20: no ``FailedAndUnresolvableNodes``."""
+FILTER_RESULT_NOW = {**FILTER_RESULT_1_20, "FailedAndUnresolvableNodes": MAP_STR}
+
+
+class GoDecodeError(Exception):
+    pass
+
+
+def go_decode(value: Any, kind: Any) -> Any:
+    """``json.Unmarshal`` of ``value`` into a Go value of ``kind``."""
+    if kind == "any":
+        return value
+    if isinstance(kind, tuple) and kind[0] == "ptr":
+        return None if value is None else go_decode(value, kind[1])
+    if value is None:  # null into a non-pointer: left as its zero value (nil map/slice)
+        return None
+    if kind == STR:
+        if not isinstance(value, str):
+            raise GoDecodeError(f"cannot unmarshal {type(value).__name__} into string")
+        return value
+    if kind == INT:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise GoDecodeError(f"cannot unmarshal {type(value).__name__} into int64")
+        return value
+    if isinstance(kind, tuple) and kind[0] == "slice":
+        if not isinstance(value, list):
+            raise GoDecodeError("cannot unmarshal into a slice")
+        return [go_decode(v, kind[1]) for v in value]
+    if isinstance(kind, tuple) and kind[0] == "map":
+        if not isinstance(value, dict):
+            raise GoDecodeError("cannot unmarshal into a map")
+        return {k: go_decode(v, kind[1]) for k, v in value.items()}
+    assert isinstance(kind, dict)
+    if not isinstance(value, dict):
+        raise GoDecodeError("cannot unmarshal into a struct")
+    out: dict[str, Any] = dict.fromkeys(kind)
+    for key, v in value.items():
+        field = next((f for f in kind if f.lower() == key.lower()), None)
+        if field is not None:  # unknown keys are ignored
+            out[field] = go_decode(v, kind[field])
+    return out
+
+
+def victims_1_20(result: dict[str, Any]) -> dict[str, list[str]]:
+    """kube-scheduler 1.20's ``convertToNodeNameToVictims``: it ranges over every entry's
+    ``Pods`` (a nil entry is a nil pointer dereference: the scheduler panics)."""
+    out = {}
+    for name, meta in (result["NodeNameToMetaVictims"] or {}).items():
+        if meta is None:
+            raise GoDecodeError(f"nil pointer dereference on {name}")
+        out[name] = [p["UID"] for p in meta["Pods"] or []]
+    return out
+
+
+def victims_now(result: dict[str, Any]) -> dict[str, list[str]]:
+    """Current releases: a node returned without victims is an error."""
+    out = {}
+    for name, meta in (result["NodeNameToMetaVictims"] or {}).items():
+        if meta is None or not meta["Pods"]:
+            raise GoDecodeError(f"expected at least one victim pod on node {name}")
+        out[name] = [p["UID"] for p in meta["Pods"]]
+    return out
+
+
+def refused_1_20(result: dict[str, Any]) -> dict[str, str]:
+    return dict(result["FailedNodes"] or {})
+
+
+def refused_now(result: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Each refused node's status: the unresolvable map takes precedence."""
+    out = {n: ("Unschedulable", why) for n, why in (result["FailedNodes"] or {}).items()}
+    for name, why in (result["FailedAndUnresolvableNodes"] or {}).items():
+        out[name] = ("UnschedulableAndUnresolvable", why)
+    return out
+
+
+# ---------------------------------------------------------------------- the rig
+
+
+async def serve(aiohttp_client: Any, rig: EvictRig) -> TestClient:
+    services = Services(
+        settings=rig.settings,
+        clock=rig.clock,
+        metrics=rig.cluster.metrics,
+        cluster=rig.cluster,
+        authenticator=None,  # type: ignore[arg-type]  # the scheduler endpoints ask none
+    )
+    app = web.Application()
+    app[SERVICES] = services
+    kube.add_routes(app)
+    return await aiohttp_client(app)
+
+
+async def post(client: TestClient, path: str, body: Any) -> Any:
+    resp = await client.post(
+        path,
+        data=io.BytesIO(json.dumps(body).encode()),
+        headers={"Content-Type": "application/json"},
+    )
+    assert resp.status == 200, await resp.text()
+    return json.loads(await resp.text())
+
+
+def uid(name: str) -> str:
+    return f"uid-ns-{name}"
+
+
+def cluster() -> EvictRig:
+    """gpu-a: a low and a medium 4-GPU pod; gpu-b: an 8-GPU low pod; h100: an H100 node
+    with a low 8-GPU pod; gpu-s: a node with 4 GPUs."""
+    return (
+        EvictRig()
+        .nodes(node("gpu-a"), node("gpu-b"), node("h100", model=H100), node("gpu-s", gpus=4))
+        .pods(
+            pod("low-a", node="gpu-a", gpus=4),
+            pod("medium-a", node="gpu-a", gpus=4, priority=MEDIUM),
+            pod("c0ffee", node="gpu-b", gpus=8),
+            pod("low-h", node="h100", gpus=8),
+            pod("low-s", node="gpu-s", gpus=4),
+        )
+    )
+
+
+PREEMPTOR = pod(
+    "want", gpus=8, priority=HIGH, annotations={"stowage.io/gpu-models": "NVIDIA-A100-SXM4-80GB"}
+)
+
+
+# ------------------------------------------------------------------------ tests
+
+
+async def test_preempt_narrows_to_allowed_victims_and_drops_nodes_stowage_refuses(
+    aiohttp_client: Any,
+) -> None:
+    """The reference's preempt request, with the candidates kube-scheduler could send:
+    on gpu-b the proposed victim is allowed and frees the node; on gpu-a only the low pod
+    may go, which is not enough; h100 has the wrong GPU model and gpu-s too few GPUs
+    (evicting there would be wasted); null entries are not echoed back."""
+    client = await serve(aiohttp_client, cluster())
+    body = {
+        "Pod": PREEMPTOR,
+        "NodeNameToVictims": None,
+        "NodeNameToMetaVictims": {
+            "gpu-b": {"Pods": [{"UID": uid("c0ffee")}], "NumPDBViolations": 0},
+            "gpu-a": {"Pods": [{"UID": uid("low-a")}, {"UID": uid("medium-a")}]},
+            "h100": {"Pods": [{"UID": uid("low-h")}], "NumPDBViolations": 0},
+            "gpu-s": {"Pods": [{"UID": uid("low-s")}], "NumPDBViolations": 0},
+            "gone": None,
+            "empty": {"Pods": None, "NumPDBViolations": 0},
+        },
+    }
+    reply = await post(client, "/scheduler/preempt", body)
+    assert reply == {
+        "NodeNameToMetaVictims": {
+            "gpu-b": {"Pods": [{"UID": uid("c0ffee")}], "NumPDBViolations": 0},
+        }
+    }
+    decoded = go_decode(reply, PREEMPTION_RESULT)
+    assert victims_1_20(decoded) == victims_now(decoded) == {"gpu-b": [uid("c0ffee")]}
+
+
+async def test_preempt_answers_the_cheapest_allowed_subset_of_the_proposal(
+    aiohttp_client: Any,
+) -> None:
+    rig = cluster()
+    rig.pods(pod("extra-b", node="gpu-b", cpu="2"))  # proposed, but frees no GPU
+    client = await serve(aiohttp_client, rig)
+    body = {
+        "Pod": PREEMPTOR,
+        "NodeNameToMetaVictims": {
+            "gpu-b": {"Pods": [{"UID": uid("extra-b")}, {"UID": uid("c0ffee")}]},
+        },
+    }
+    reply = await post(client, "/scheduler/preempt", body)
+    assert victims_now(go_decode(reply, PREEMPTION_RESULT)) == {"gpu-b": [uid("c0ffee")]}
+
+
+async def test_preempt_with_full_victims_answers_the_meta_form(aiohttp_client: Any) -> None:
+    client = await serve(aiohttp_client, cluster())
+    victim = pod("c0ffee", node="gpu-b", gpus=8)
+    body = {
+        "Pod": PREEMPTOR,
+        "NodeNameToVictims": {"gpu-b": {"Pods": [victim], "NumPDBViolations": 0}},
+        "NodeNameToMetaVictims": None,
+    }
+    reply = await post(client, "/scheduler/preempt", body)
+    assert victims_1_20(go_decode(reply, PREEMPTION_RESULT)) == {"gpu-b": [uid("c0ffee")]}
+
+
+async def test_preempt_with_a_preemptor_too_low_to_displace_anyone_drops_every_node(
+    aiohttp_client: Any,
+) -> None:
+    client = await serve(aiohttp_client, cluster())
+    low = {**PREEMPTOR, "spec": {**PREEMPTOR["spec"], "priority": MEDIUM}}
+    body = {"Pod": low, "NodeNameToMetaVictims": {"gpu-b": {"Pods": [{"UID": uid("c0ffee")}]}}}
+    assert await post(client, "/scheduler/preempt", body) == {"NodeNameToMetaVictims": {}}
+
+
+@pytest.mark.parametrize(
+    ("client_kind", "refused"),
+    [("1.20", refused_1_20), ("now", refused_now)],
+)
+async def test_filter_refusals_reach_every_client_version(
+    aiohttp_client: Any, client_kind: str, refused: Any
+) -> None:
+    """The reference's filter example: unresolvable refusals (wrong GPU model, too few
+    GPUs) are seen by a 1.20 client (``FailedNodes``) and by current ones as
+    unresolvable (that map takes precedence)."""
+    client = await serve(aiohttp_client, cluster())
+    body = {"Pod": PREEMPTOR, "Nodes": None, "NodeNames": ["gpu-a", "h100", "gpu-s"]}
+    reply = await post(client, "/scheduler/filter", body)
+    kind = FILTER_RESULT_1_20 if client_kind == "1.20" else FILTER_RESULT_NOW
+    seen = refused(go_decode(reply, kind))
+    assert set(seen) == {"gpu-a", "h100", "gpu-s"}
+    if client_kind == "now":
+        assert seen["gpu-a"][0] == "Unschedulable"
+        assert seen["h100"] == (
+            "UnschedulableAndUnresolvable",
+            f"GPU model {H100} is not one of NVIDIA-A100-SXM4-80GB",
+        )
+        assert seen["gpu-s"] == (
+            "UnschedulableAndUnresolvable",
+            "4 GPUs on the node < 8 requested",
+        )
+    else:
+        assert seen["gpu-s"] == "4 GPUs on the node < 8 requested"
+
+
+def test_the_reference_examples_decode_in_both_versions() -> None:
+    """The reference's reply examples themselves decode (a check on the decoder)."""
+    filter_example = {
+        "NodeNames": ["node-a"],
+        "FailedNodes": {"node-b": "memory fragmentation: no 2Mi-contiguous block for request"},
+        "FailedAndUnresolvableNodes": {"node-c": "no NUMA zone can hold 8 GPUs"},
+        "Error": "",
+    }
+    assert refused_1_20(go_decode(filter_example, FILTER_RESULT_1_20)) == {
+        "node-b": "memory fragmentation: no 2Mi-contiguous block for request"
+    }  # node-c vanishes for a 1.20 client: why the filter now lists it under both
+    preempt_example = {
+        "NodeNameToMetaVictims": {"node-a": {"Pods": [{"UID": "c0ffee"}], "NumPDBViolations": 0}}
+    }
+    decoded = go_decode(preempt_example, PREEMPTION_RESULT)
+    assert victims_1_20(decoded) == victims_now(decoded) == {"node-a": ["c0ffee"]}
+    with pytest.raises(GoDecodeError, match="nil pointer"):
+        victims_1_20(go_decode({"NodeNameToMetaVictims": {"n": None}}, PREEMPTION_RESULT))
