@@ -22,9 +22,11 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator import debug, ingest
+from coordinator.eviction.cycle import Cycle
+from coordinator.eviction.executor import Executor
 from coordinator.extender import kube as kube_extender
 from coordinator.extender import volcano as volcano_extender
-from coordinator.kube import leader, publisher, watches
+from coordinator.kube import events, evictions, leader, publisher, watches
 from coordinator.services import SERVICES, Services
 
 log = logging.getLogger(__name__)
@@ -187,7 +189,8 @@ async def _watches(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _leadership(app: web.Application) -> AsyncIterator[None]:
-    """Leader election, and the work only the leader does (publishing)."""
+    """Leader election, and the work only the leader does (publishing, evicting); one
+    Event recorder for all of it."""
     from kubernetes import client
 
     services = app[SERVICES]
@@ -213,11 +216,40 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
             elector.fence,
         )
         tasks.append(asyncio.create_task(pub.run(), name="stowage-publisher"))
+    recorder = events.EventRecorder(
+        client.CoreV1Api(app[API_CLIENT]),
+        elector.fence,
+        services.clock,
+        settings.events,
+        services.metrics,
+        namespace=settings.kube.namespace,
+        instance=identity,
+    )
+    evictor = evictions.Evictor(app[API_CLIENT], elector.fence)
+    executor = Executor(
+        settings.evictions, evictor, recorder, evictor, services.metrics, services.clock,
+        services.evictions,
+    )  # fmt: skip
+    cycle = Cycle(services.cluster, executor)
+    tasks.append(asyncio.create_task(_evicting(services, cycle), name="stowage-evictions"))
     yield
-    for task in reversed(tasks):  # stop publishing before giving the lease back
+    for task in reversed(tasks):  # stop publishing and evicting before giving the lease back
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def _evicting(services: Services, cycle: Cycle) -> None:
+    """The eviction cycle, on the leader only (dry run unless ``evictions.enabled``). A
+    cycle that fails is logged and the next one starts afresh from the watches."""
+    while True:
+        if not services.leader.is_set():
+            await services.leader.wait()
+        try:
+            await cycle.run()
+        except Exception:
+            log.exception("eviction cycle failed")
+        await asyncio.sleep(services.settings.evictions.cycle_s)
 
 
 def _guarded(upsert: Callable[[Any], None]) -> Callable[[Any], None]:

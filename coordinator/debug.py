@@ -30,5 +30,13 @@ async def explain(request: web.Request) -> web.Response:
     return web.json_response({"pod": pod_key, **answer})
 
 
+async def evictions(request: web.Request) -> web.Response:
+    """``GET /debug/evictions``: the eviction executor's latest decisions, oldest first,
+    one line each (time, trigger, pending pod or node, decision: reason [victim=outcome])."""
+    lines = request.app[SERVICES].evictions.lines()
+    return web.Response(text="".join(f"{line}\n" for line in lines))
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/debug/explain", explain)
+    app.router.add_get("/debug/evictions", evictions)

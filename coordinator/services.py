@@ -15,6 +15,7 @@ from aiohttp import web
 
 from common.clock import Clock
 from coordinator.config import CoordinatorSettings
+from coordinator.eviction.decisions import DecisionLog
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 
@@ -45,6 +46,8 @@ class Services:
     """Set once the Node and Pod caches are filled: /readyz and the extender wait for it."""
     leader: asyncio.Event = field(default_factory=asyncio.Event)
     """Set while this replica holds the Lease: only the leader publishes or acts."""
+    evictions: DecisionLog = field(default_factory=DecisionLog)
+    """The eviction executor's latest decisions (``/debug/evictions``; empty on followers)."""
 
 
 SERVICES = web.AppKey("services", Services)

@@ -23,6 +23,10 @@ class Cooldowns:
         """Seconds until ``key`` may have another round; 0 when it may now."""
         return max(0.0, self._until.get(key, now_mono) - now_mono)
 
+    def until(self, now_mono: float, now_wall: float) -> dict[str, float]:
+        """Key → until when (Unix seconds) it cools down, for the planner's view."""
+        return {k: now_wall + (t - now_mono) for k, t in self._until.items() if t > now_mono}
+
     def spend(self, key: str, now_mono: float) -> None:
         self._until[key] = now_mono + self._cooldown_s
 

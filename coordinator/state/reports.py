@@ -27,10 +27,13 @@ def signals_of(report: NodeReport) -> NodeSignals:
     """One per accepted report, so written for speed: no generators, one pass each."""
     psi, memfrag, allocatable = report.psi, report.memfrag, report.allocatable
     numa, gpus, usage = report.numa, report.gpus, report.usage
-    cpu_pressure = memory_pressure = cpu_used = math.nan
+    cpu_pressure = memory_pressure = memory_full = cpu_used = math.nan
     if isinstance(psi, PsiSection):
         cpu_pressure = _pressure(psi.system.cpu)
         memory_pressure = _pressure(psi.system.memory)
+        memory = psi.system.memory
+        if isinstance(memory, PsiResource) and isinstance(memory.full, PsiLine):
+            memory_full = memory.full.avg10_pct
     if isinstance(usage, UsageSection) and not is_absent(usage.cpu):
         cpu_used = usage.cpu.used_pct  # type: ignore[union-attr]
     contiguous = -1
@@ -48,6 +51,7 @@ def signals_of(report: NodeReport) -> NodeSignals:
         measured_at=report.measured_at,
         cpu_pressure_pct=cpu_pressure,
         memory_pressure_pct=memory_pressure,
+        memory_full_pct=memory_full,
         cpu_used_pct=cpu_used,
         contiguous_2mib_b=contiguous,
         true_allocatable_mem_b=true_allocatable,

@@ -31,6 +31,9 @@ class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """CPU PSI ``some`` (share of time runnable tasks waited), 0–100."""
     memory_pressure_pct: float = math.nan
     """Memory PSI ``some``, 0–100: reclaim and compaction stalls."""
+    memory_full_pct: float = math.nan
+    """Memory PSI ``full`` avg10, 0–100: the share of time every task stalled on memory at
+    once — what the pressure-eviction trigger watches."""
     cpu_used_pct: float = math.nan
     """Real CPU use of the whole node over the agent's last interval, 0–100."""
     contiguous_2mib_b: int = -1

@@ -1,0 +1,96 @@
+"""The leader's eviction cycle: plans for pending pods that fit nowhere and for nodes whose
+memory pressure persisted, handed to the executor. Runs on the leader only (the caller
+waits for the lease); every API call the executor makes is fenced besides.
+
+**Pressure trigger.** A node gets a pressure plan once memory PSI ``full`` avg10 has been
+at or above ``pressure_full_avg10_pct`` in every report received for
+``pressure_for_s`` — by the coordinator's receipt clock, from the first such report.
+A report below the threshold, a report without PSI, or no fresh report (older than
+``report_ttl_s`` by receipt, even before the expiry loop has noticed) starts the count
+afresh: stale or missing reports never lead to an eviction. The window is longer than
+the colocation controller's tightening, so pressure that lasts is pressure the
+best-effort throttle did not relieve. Reports are sampled once a cycle (one report
+interval): avg10 already smooths over ten seconds.
+"""
+
+from __future__ import annotations
+
+import math
+
+from coordinator.config import EvictionSettings
+from coordinator.eviction.executor import Executor
+from coordinator.eviction.facts import PodFacts
+from coordinator.eviction.plan import Refusal, plan_preemption, plan_pressure
+from coordinator.eviction.view import view_of
+from coordinator.live import LiveCluster
+
+
+class PressureWatch:
+    """Since when each node's memory pressure has held, on the receipt clock."""
+
+    def __init__(self, settings: EvictionSettings, report_ttl_s: float) -> None:
+        self._settings = settings
+        self._ttl_s = report_ttl_s
+        self._since: dict[str, float] = {}
+
+    def due(self, cluster: LiveCluster) -> list[str]:
+        """The nodes whose pressure has held for ``pressure_for_s`` now."""
+        now = cluster.clock.monotonic()
+        threshold = self._settings.pressure_full_avg10_pct
+        for node in list(self._since):
+            if node not in cluster.signals:
+                del self._since[node]
+        for node, signals in cluster.signals.items():
+            received = cluster.received_at[node]
+            full = signals.memory_full_pct
+            if now - received > self._ttl_s or math.isnan(full) or full < threshold:
+                self._since.pop(node, None)
+            else:
+                self._since.setdefault(node, received)
+        return sorted(n for n, s in self._since.items() if now - s >= self._settings.pressure_for_s)
+
+
+class Cycle:
+    def __init__(self, cluster: LiveCluster, executor: Executor) -> None:
+        self._cluster = cluster
+        self._executor = executor
+        self._settings = cluster.settings.evictions
+        self.pressure = PressureWatch(self._settings, cluster.settings.signals.report_ttl_s)
+        self._refusals: dict[str, str] = {}
+        """Subject → the planner's last refusal: logged when it changes, not each cycle."""
+
+    async def run(self) -> None:
+        """One cycle."""
+        cluster, executor = self._cluster, self._executor
+        await executor.start_cycle()
+        now, now_mono = cluster.clock.wall(), cluster.clock.monotonic()
+        cooling = executor.cooldowns.until(now_mono, now)
+        view = view_of(cluster, cooling)
+        if view is None:
+            return
+        for pod in _pending(cluster):
+            outcome = plan_preemption(view, pod, self._settings, now)
+            if isinstance(outcome, Refusal):
+                self._refused("preemption", pod.key, outcome)
+            else:
+                self._refusals.pop(pod.key, None)
+                await executor.consider(outcome)
+        for node in self.pressure.due(cluster):
+            outcome = plan_pressure(view, node, self._settings, now)
+            if isinstance(outcome, Refusal):
+                self._refused("pressure", node, outcome)
+            else:
+                self._refusals.pop(node, None)
+                await executor.consider(outcome)
+
+    def _refused(self, trigger: str, subject: str, refusal: Refusal) -> None:
+        if self._refusals.get(subject) != refusal.reason:
+            self._refusals[subject] = refusal.reason
+            self._executor.refused(trigger, subject, refusal)
+
+
+def _pending(cluster: LiveCluster) -> list[PodFacts]:
+    """Pods on no node that the extender has not just placed either (an assumed pod is
+    about to be bound)."""
+    held = cluster.held
+    return [f for f in cluster.facts.values() if f.node is None and f.uid not in held]
