@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from coordinator.config import CoordinatorSettings, EvictionSettings, PolicySettings
-from coordinator.eviction.plan import Level, Plan, Refusal, level_of, plan_pressure
+from coordinator.eviction.facts import budget_of
+from coordinator.eviction.plan import Level, Plan, Refusal, level_of, narrow_victims, plan_pressure
 from coordinator.eviction.plan import plan_preemption as plan
 from coordinator.eviction.view import given_back
 from coordinator.live.decisions import judge
@@ -346,3 +347,35 @@ def test_settings_refuse_levels_out_of_order() -> None:
         EvictionSettings(level_min_priority={"medium": 5, "high": 1})
     with pytest.raises(ConfigError, match="min_level_gap"):
         dataclasses.replace(EvictionSettings(), min_level_gap=0)
+
+
+def test_the_preempt_verb_never_breaks_a_gang_beyond_what_was_proposed() -> None:
+    """kube-scheduler evicts only the pods it proposed on the node: a victim whose gang
+    would have to go along (from another node) is not allowed there."""
+    rig = rig_with(
+        member("g-0", "gpu-a", 8),
+        member("g-1", "gpu-c", 1),
+        pod("low-b", node="gpu-b", gpus=8),
+        nodes=("gpu-a", "gpu-b", "gpu-c"),
+    )
+    proposed = {
+        "gpu-a": frozenset({"uid-ns-g-0"}),
+        "gpu-b": frozenset({"uid-ns-low-b"}),
+    }
+    narrowed = narrow_victims(rig.view(), rig.facts(pending()), proposed, rig.evictions, NOW)
+    assert {n: [v.name for v in vs] for n, vs in narrowed.items()} == {"gpu-b": ["low-b"]}
+
+
+def test_a_budget_not_yet_observed_allows_nothing() -> None:
+    stale = pdb("infer", {"app": "infer"}, allowed=3)
+    stale["metadata"]["generation"] = 2
+    budget = budget_of(stale)
+    assert budget is not None and budget.allowed == 0
+    assert budget_of(pdb("all", {}, allowed=3)) is None  # an empty selector covers no pod
+
+
+def test_a_checkpoint_time_that_is_not_a_time_counts_as_none() -> None:
+    rig = EvictRig()
+    for bad in ("nan", "inf", "yesterday", "2026-09-21T12:00:00"):  # the last: no zone
+        obj = pod("v", node="gpu-a", annotations={"stowage.io/last-checkpoint": bad})
+        assert rig.facts(obj).checkpoint_at is None
