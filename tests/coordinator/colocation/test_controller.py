@@ -244,3 +244,12 @@ def test_katalysts_threshold_tightens_earlier() -> None:
     katalyst = replace(POOL, pressure_high_pct=15.0)
     assert changes_of(run(ONSET, pool=katalyst))[0][0] == 6
     assert changes_of(run(ONSET))[0][0] == 7
+
+
+def test_the_watermark_never_loosens_a_throttle_while_use_is_high() -> None:
+    # LS use fell (the watermark would leave BE 8400 m) but the node is still above it:
+    # only relaxing, after its dwell and by its step, loosens.
+    throttled = Throttle(quota_m=2_000, reason="tightened", changed_at=900.0)
+    throttles = run([None] * 4, start=throttled, ls_usage_m=2_000)  # type: ignore[list-item]
+    assert {t.quota_m for t in throttles} == {2_000}
+    assert changes_of(throttles) == []

@@ -1,0 +1,109 @@
+"""Who is BE, LS or system; and the facts one report gives the controller."""
+
+from __future__ import annotations
+
+import pytest
+from msgspec import structs
+
+from common.schema import PodInfo, PodsSection, PodUsage, Resources
+from coordinator.colocation.inputs import Source, node_input
+from coordinator.colocation.qos import Qos, classify
+from hack.loadgen.reports import build_report
+
+NONE = Resources(cpu_m=0, mem_b=0, gpu=0, hugepages_b=0)
+KEY = "stowage.io/qos"
+
+
+def pod(uid: str = "u", **changes: object) -> PodInfo:
+    base = PodInfo(
+        namespace="default",
+        name=uid,
+        uid=uid,
+        phase="Running",
+        qos_class="Burstable",
+        priority=0,
+        priority_class=None,
+        requests=NONE,
+        limits=NONE,
+        labels={},
+    )
+    return structs.replace(base, **changes)
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({}, Qos.LS),
+        ({"qos_class": "Guaranteed"}, Qos.LS),
+        ({"qos_class": "BestEffort"}, Qos.BE),
+        ({"labels": {KEY: "BE"}}, Qos.BE),
+        ({"labels": {"koordinator.sh/qosClass": "BE"}}, Qos.BE),
+        ({"qos_class": "BestEffort", "labels": {KEY: "LS"}}, Qos.LS),
+        ({"qos_class": "BestEffort", "labels": {"koordinator.sh/qosClass": "LSR"}}, Qos.LS),
+        ({"labels": {KEY: "LS", "koordinator.sh/qosClass": "BE"}}, Qos.LS),  # ours wins
+        ({"labels": {KEY: "batch"}, "qos_class": "BestEffort"}, Qos.BE),  # unknown: class
+        ({"labels": {KEY: "BE"}, "namespace": "kube-system"}, Qos.SYSTEM),
+        ({"labels": {KEY: "BE"}, "priority": 2_000_000_000}, Qos.SYSTEM),
+        ({"labels": {KEY: "BE"}, "priority": 1_999_999_999}, Qos.BE),
+        ({"qos_class": "BestEffort", "priority_class": "system-node-critical"}, Qos.SYSTEM),
+        ({"qos_class": "BestEffort", "priority_class": "system-cluster-critical"}, Qos.SYSTEM),
+    ],
+)
+def test_classify(changes: dict[str, object], expected: Qos) -> None:
+    assert classify(pod(**changes), KEY) is expected
+
+
+def test_the_label_key_is_configurable() -> None:
+    assert classify(pod(labels={"example.com/tier": "BE"}), "example.com/tier") is Qos.BE
+    assert classify(pod(labels={"example.com/tier": "BE"}), KEY) is Qos.LS
+
+
+def with_pods(*pods: PodInfo) -> object:
+    report = build_report("n", now=1_790_000_000.0)
+    return structs.replace(
+        report,
+        pods=PodsSection(measured_at=report.measured_at, source="apiserver", pods=list(pods)),
+    )
+
+
+def usage(cpu_m: int | None, stall: float | None = None) -> PodUsage:
+    return PodUsage(cpu_m=cpu_m, cpu_some_avg10_pct=stall, cpu_some_rate_pct=None)
+
+
+def test_facts_of_a_report() -> None:
+    report = with_pods(
+        pod("ls-1", usage=usage(3000, 41.5)),
+        pod("ls-2", usage=usage(2000, 12.0)),
+        pod("be-1", labels={KEY: "BE"}, usage=usage(5000, 80.0)),
+        pod("be-done", labels={KEY: "BE"}, phase="Succeeded", usage=usage(9000)),
+        pod("ls-done", phase="Failed", usage=usage(9000, 99.0)),
+    )
+    facts = node_input(report, KEY)  # type: ignore[arg-type]
+    assert (facts.pressure_pct, facts.source) == (41.5, Source.LS_PODS)
+    assert (facts.ls_usage_m, facts.be_usage_m) == (5000, 5000)
+    assert facts.be_pods == ("be-1",)
+    assert facts.ls_pods == 2
+    assert facts.allocatable_m == 221_500  # true allocatable
+
+
+def test_without_per_pod_signals_the_node_stands_in() -> None:
+    report = with_pods(pod("ls-1"), pod("be-1", labels={KEY: "BE"}))
+    facts = node_input(report, KEY)  # type: ignore[arg-type]
+    assert report.psi.system.cpu.some is not None  # type: ignore[union-attr]
+    assert facts.source is Source.NODE
+    assert facts.pressure_pct == report.psi.system.cpu.some.avg10_pct  # type: ignore[union-attr]
+    assert report.usage.cpu.used_m > 0  # type: ignore[union-attr]
+    # No pod measured: the whole node's use counts as LS, BE's is unknown.
+    assert (facts.ls_usage_m, facts.be_usage_m) == (report.usage.cpu.used_m, None)  # type: ignore[union-attr]
+
+
+def test_without_any_psi_there_is_no_pressure() -> None:
+    report = structs.replace(with_pods(pod("be-1", labels={KEY: "BE"})), psi="psi-unsupported")  # type: ignore[type-var]
+    facts = node_input(report, KEY)
+    assert (facts.pressure_pct, facts.source) == (None, Source.NONE)
+
+
+def test_be_pods_are_capped() -> None:
+    many = [pod(f"be-{i}", labels={KEY: "BE"}) for i in range(600)]
+    facts = node_input(with_pods(*many), KEY)  # type: ignore[arg-type]
+    assert len(facts.be_pods) == 512

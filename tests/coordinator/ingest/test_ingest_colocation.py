@@ -1,0 +1,149 @@
+"""Colocation through ``POST /v1/reports``: the pods section read, the leader's throttle in
+the answer (quota, reason, BE pods, local bounds, TTL), a follower's answer valid for no
+time, and a silent node released by the receipt clock."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from msgspec import structs
+
+from common import codec
+from common.schema import (
+    Directives,
+    NodeReport,
+    PodInfo,
+    PodsSection,
+    PodUsage,
+    PsiGroup,
+    PsiLine,
+    PsiResource,
+    Resources,
+)
+from coordinator.config import ColocationSettings
+from tests.coordinator.ingest.conftest import IngestRig, MakeRig, report_for, settings_with
+
+NONE = Resources(cpu_m=0, mem_b=0, gpu=0, hugepages_b=0)
+
+
+def pod(uid: str, *, labels: dict[str, str], qos: str = "Burstable", **usage: float) -> PodInfo:
+    return PodInfo(
+        namespace="default" if uid != "sys" else "kube-system",
+        name=f"pod-{uid}",
+        uid=uid,
+        phase="Running",
+        qos_class=qos,
+        priority=0,
+        priority_class=None,
+        requests=NONE,
+        limits=NONE,
+        labels=labels,
+        usage=PodUsage(
+            cpu_m=int(usage.get("cpu_m", 1000)),
+            cpu_some_avg10_pct=usage.get("stall"),
+            cpu_some_rate_pct=None,
+        ),
+    )
+
+
+def colocated(node: str, ls_stall: float, *, seq: int = 1) -> NodeReport:
+    """A report with one LS pod stalled ``ls_stall`` %, two BE pods (one by label, one by
+    QoS class), a system pod, and low node PSI (the LS pods' own stall must win)."""
+    base = report_for(node, seq=seq)
+    pods = [
+        pod("ls-1", labels={"stowage.io/qos": "LS"}, stall=ls_stall, cpu_m=100_000),
+        pod("be-1", labels={"stowage.io/qos": "BE"}, cpu_m=60_000, stall=90.0),
+        pod("be-2", labels={}, qos="BestEffort", cpu_m=20_000),
+        pod("sys", labels={"stowage.io/qos": "BE"}, cpu_m=500),  # kube-system: never BE
+    ]
+    assert not isinstance(base.psi, str)
+    calm = PsiLine(avg10_pct=1.0, avg60_pct=1.0, avg300_pct=1.0, total_us=1)
+    system = PsiGroup(
+        path="/proc/pressure", cpu=PsiResource(some=calm, full=None), memory="x", io="x", irq="x"
+    )
+    return structs.replace(
+        base,
+        psi=structs.replace(base.psi, system=system),
+        pods=PodsSection(measured_at=base.measured_at, source="apiserver", pods=pods),
+    )
+
+
+async def answer(rig: IngestRig, report: NodeReport) -> Directives:
+    resp = await rig.post(report)
+    assert resp.status == 200, await resp.text()
+    return codec.decode_directives(await resp.read())
+
+
+async def test_the_leader_throttles_best_effort_after_sustained_ls_stall(rig: IngestRig) -> None:
+    first = await answer(rig, colocated("node-a", 45.0, seq=1))
+    assert (first.be_cpu_quota_m, first.be_pods) == (None, [])
+    assert first.ttl_s == rig.services.settings.ingest.directive_ttl_s
+    assert first.local is not None and first.local.quota_m == 40_000  # half of BE's 80 cores
+    rig.clock.advance(10.0)
+    second = await answer(rig, colocated("node-a", 47.5, seq=2))
+    assert second.be_cpu_quota_m == 40_000
+    assert second.be_reason == "tightened: LS cpu some avg10 47.5% >= 30% for 10s"
+    assert second.be_pods == ["be-1", "be-2"]
+    assert second.local is not None and second.local.quota_m == 22_150  # the floor: 10 %
+    changes = rig.services.metrics.registry.get_sample_value(
+        "stowage_be_throttle_changes_total", {"change": "tightened"}
+    )
+    assert changes == 1
+
+
+async def test_a_follower_answers_valid_for_no_time(rig: IngestRig) -> None:
+    rig.cluster.colocation.elected = True  # leader election runs; this replica does not lead
+    await answer(rig, colocated("node-a", 45.0, seq=1))
+    rig.clock.advance(10.0)
+    follower = await answer(rig, colocated("node-a", 47.5, seq=2))
+    assert (follower.ttl_s, follower.be_cpu_quota_m, follower.local) == (0.0, None, None)
+    assert follower.be_reason == "not the leader: the leader's directives apply"
+    # It stepped the controller all the same: on taking over it answers what it decided.
+    assert rig.cluster.colocation.throttles["node-a"].quota_m == 40_000
+    rig.services.leader.set()
+    rig.clock.advance(1.0)
+    leader = await answer(rig, colocated("node-a", 47.5, seq=3))
+    assert (leader.be_cpu_quota_m, leader.ttl_s) == (40_000, 60.0)
+
+
+async def test_a_silent_node_is_released_by_the_receipt_clock(rig: IngestRig) -> None:
+    await answer(rig, colocated("node-a", 45.0, seq=1))
+    rig.clock.advance(10.0)
+    await answer(rig, colocated("node-a", 47.5, seq=2))
+    colocation = rig.cluster.colocation
+    assert colocation.throttles["node-a"].quota_m == 40_000
+    rig.clock.advance(rig.services.settings.signals.report_ttl_s)
+    rig.cluster.expire()
+    assert colocation.throttles["node-a"].quota_m == 40_000  # exactly the TTL: still fresh
+    rig.clock.advance(0.5)
+    rig.cluster.expire()
+    throttle = colocation.throttles["node-a"]
+    assert (throttle.quota_m, throttle.reason) == (None, "no fresh report: released")
+    assert "node-a" not in colocation.facts
+    assert colocation.decision("node-a").quota_m is None
+
+
+async def test_the_report_clock_plays_no_part(rig: IngestRig) -> None:
+    # An agent whose clock runs behind cannot make its throttle look stale, nor keep one.
+    await answer(rig, colocated("node-a", 45.0, seq=1))
+    rig.clock.advance(10.0)
+    behind = colocated("node-a", 47.5, seq=2)
+    behind = structs.replace(behind, measured_at=1.0)
+    assert (await answer(rig, behind)).be_cpu_quota_m == 40_000
+
+
+async def test_colocation_off_answers_no_throttle(make_rig: MakeRig) -> None:
+    off = dataclasses.replace(settings_with(), colocation=ColocationSettings(enabled=False))
+    rig = await make_rig(off)
+    await answer(rig, colocated("node-a", 45.0, seq=1))
+    rig.clock.advance(10.0)
+    second = await answer(rig, colocated("node-a", 47.5, seq=2))
+    assert (second.be_cpu_quota_m, second.local) == (None, None)
+    assert second.be_reason == "colocation off in pool off"
+
+
+async def test_a_removed_node_takes_its_throttle_along(rig: IngestRig) -> None:
+    await answer(rig, colocated("node-a", 45.0, seq=1))
+    rig.cluster.remove_node("node-a")
+    colocation = rig.cluster.colocation
+    assert "node-a" not in colocation.throttles and "node-a" not in colocation.facts
