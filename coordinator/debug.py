@@ -5,6 +5,13 @@ Answers the filter verdict and the policy's score broken into its components (fo
 whether the node's signals are fresh, and its latest report: the ``measured_at`` its
 agent wrote (shown, not trusted) and how many seconds ago this replica received it (what
 freshness is judged by). Read-only; safe on every replica.
+
+``GET /debug/colocation?node=NODE``: why the node's best-effort pods are (or are not)
+throttled right now — the quota and its reason, the node's pool and thresholds, how long
+until the next tightening or relaxing step if the condition holds, the facts of its latest
+report (LS stall and where it came from, LS and BE use, allocatable) and what its agent
+says it applied. Without ``node``: every node that is throttled now. On a follower it
+shows the follower's own (warm) decisions, and says it is not the one agents follow.
 """
 
 from __future__ import annotations
@@ -37,6 +44,23 @@ async def evictions(request: web.Request) -> web.Response:
     return web.Response(text="".join(f"{line}\n" for line in lines))
 
 
+async def colocation(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    hub = services.cluster.colocation
+    now = services.clock.monotonic()
+    leading = services.leader.is_set() or not hub.elected
+    node = request.query.get("node", "")
+    if not node:
+        throttled = sorted(n for n, t in hub.throttles.items() if t.quota_m is not None)
+        return web.json_response(
+            {"leading": leading, "throttled": [hub.explain(n, now) for n in throttled]}
+        )
+    if node not in services.cluster.specs:
+        return web.json_response({"error": f"node {node} is not known"}, status=404)
+    return web.json_response({"leading": leading, **hub.explain(node, now)})
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/debug/explain", explain)
+    app.router.add_get("/debug/colocation", colocation)
     app.router.add_get("/debug/evictions", evictions)

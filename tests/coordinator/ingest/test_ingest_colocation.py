@@ -5,7 +5,9 @@ time, and a silent node released by the receipt clock."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
+from aiohttp import web
 from msgspec import structs
 
 from common import codec
@@ -20,7 +22,9 @@ from common.schema import (
     PsiResource,
     Resources,
 )
+from coordinator import debug
 from coordinator.config import ColocationSettings
+from coordinator.services import SERVICES
 from tests.coordinator.ingest.conftest import IngestRig, MakeRig, report_for, settings_with
 
 NONE = Resources(cpu_m=0, mem_b=0, gpu=0, hugepages_b=0)
@@ -147,3 +151,39 @@ async def test_a_removed_node_takes_its_throttle_along(rig: IngestRig) -> None:
     rig.cluster.remove_node("node-a")
     colocation = rig.cluster.colocation
     assert "node-a" not in colocation.throttles and "node-a" not in colocation.facts
+
+
+async def test_debug_colocation_says_why_be_is_throttled(
+    rig: IngestRig, aiohttp_client: Any
+) -> None:
+    app = web.Application()
+    app[SERVICES] = rig.services
+    debug.add_routes(app)
+    client = await aiohttp_client(app)
+    await answer(rig, colocated("node-a", 45.0, seq=1))
+    rig.clock.advance(10.0)
+    await answer(rig, colocated("node-a", 47.5, seq=2))
+    rig.clock.advance(4.0)
+    body = await (await client.get("/debug/colocation", params={"node": "node-a"})).json()
+    assert body["leading"] is True
+    assert body["be_cpu_quota_m"] == 40_000
+    assert body["reason"] == "tightened: LS cpu some avg10 47.5% >= 30% for 10s"
+    assert body["changed_s_ago"] == 4.0
+    assert body["report_received_s_ago"] == 4.0
+    assert body["pool"] == "default"
+    assert body["tightening_in_s"] == 6.0  # still high: the next step in 10 − 4 s
+    facts = body["facts"]
+    assert (facts["pressure_pct"], facts["pressure_source"]) == (47.5, "ls-pods")
+    assert (facts["ls_usage_m"], facts["be_usage_m"], facts["be_pods"]) == (
+        100_500,
+        80_000,
+        2,
+    )  # LS and the system pod
+    assert body["reclaimable_m"] == 221_500 - 100_500 - 22_150
+    listing = await (await client.get("/debug/colocation")).json()
+    assert [n["node"] for n in listing["throttled"]] == ["node-a"]
+    missing = await client.get("/debug/colocation", params={"node": "nope"})
+    assert missing.status == 404
+    assert (await missing.json()) == {"error": "node nope is not known"}
+    rig.cluster.colocation.elected = True
+    assert (await (await client.get("/debug/colocation")).json())["leading"] is False
