@@ -232,6 +232,15 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
     )  # fmt: skip
     cycle = Cycle(services.cluster, executor)
     tasks.append(asyncio.create_task(_evicting(services, cycle), name="stowage-evictions"))
+    # With an election, only the leader's colocation answers are valid (coordinator.ingest);
+    # its throttle changes become Events on the Node.
+    colocation = services.cluster.colocation
+    colocation.elected = True
+    tasks.append(
+        asyncio.create_task(
+            colocation.write_events(recorder, services.leader), name="stowage-colocation-events"
+        )
+    )
     yield
     for task in reversed(tasks):  # stop publishing and evicting before giving the lease back
         task.cancel()
