@@ -6,8 +6,16 @@ Each value is ``key=value`` pairs and the time they were measured::
     stowage.io/fullness:    cpu=45.2,memory=61.0,gpu=87.5;at=2026-11-29T17:14:05Z
     stowage.io/contiguity:  free_2mib=12.50Gi;at=2026-11-29T17:14:05Z
     stowage.io/pressure:    cpu=3.1,memory=0.0;at=2026-11-29T17:14:05Z
-    stowage.io/directives:  be_cpu_quota=none;at=2026-11-29T17:14:05Z
+    stowage.io/directives:  be_cpu_quota=4000m;at=2026-11-29T17:14:05Z   (or none)
+    stowage.io/be-cpu-quota:        4000m;at=2026-11-29T17:14:05Z       (or none)
+    stowage.io/be-cpu-quota-reason: tightened: LS cpu some avg10 41.0% >= 30% for 10s
+    stowage.io/batch-cpu:   reclaimable=98850m;at=2026-11-29T17:14:05Z
     stowage.io/state:       fresh;at=2026-11-29T17:14:05Z   (or "stale: no report since …")
+
+``be-cpu-quota`` is the leader's best-effort CPU throttle of the node and
+``be-cpu-quota-reason`` why (free text, at most :data:`MAX_REASON` characters);
+``batch-cpu`` is the CPU a batch scheduler may place best-effort pods on: allocatable −
+LS use − the pool's margin, as Koordinator's batch resources publish it.
 
 Percentages are of what pods can really use (true allocatable where measured). All of
 one node's annotations stay under :data:`BUDGET_B`: a Node's annotations share 256 kB
@@ -26,8 +34,22 @@ CONTIGUITY: Final = PREFIX + "contiguity"
 PRESSURE: Final = PREFIX + "pressure"
 DIRECTIVES: Final = PREFIX + "directives"
 STATE: Final = PREFIX + "state"
-KEYS: Final = (FULLNESS, CONTIGUITY, PRESSURE, DIRECTIVES, STATE)
+BE_CPU_QUOTA: Final = PREFIX + "be-cpu-quota"
+BE_CPU_QUOTA_REASON: Final = PREFIX + "be-cpu-quota-reason"
+BATCH_CPU: Final = PREFIX + "batch-cpu"
+KEYS: Final = (
+    FULLNESS,
+    CONTIGUITY,
+    PRESSURE,
+    DIRECTIVES,
+    STATE,
+    BE_CPU_QUOTA,
+    BE_CPU_QUOTA_REASON,
+    BATCH_CPU,
+)
 BUDGET_B: Final = 4096
+MAX_REASON: Final = 512
+"""A reason longer than this is cut: the annotations of one node share :data:`BUDGET_B`."""
 
 
 def timestamp(unix_s: float) -> str:
@@ -57,3 +79,12 @@ def size_b(annotations: Mapping[str, str | None]) -> int:
 
 def gibibytes(b: int) -> str:
     return f"{b / 2**30:.2f}Gi"
+
+
+def millicores(m: int | None) -> str:
+    return "none" if m is None else f"{m}m"
+
+
+def reason(text: str) -> str:
+    """A free-text reason, cut to :data:`MAX_REASON` characters."""
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"

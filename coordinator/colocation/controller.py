@@ -107,7 +107,10 @@ def step(prev: Throttle, facts: NodeInput | None, pool: ColocationPool, now: flo
     if high:
         since = prev.above_since if prev.above_since is not None else now
         if now - since < pool.tighten_after_s:
-            return replace(prev, above_since=since, below_since=None, change=Change.NONE)
+            waiting = prev.reason if prev.quota_m is not None else f"no throttle yet: {high_text}"
+            return replace(
+                prev, reason=waiting, above_since=since, below_since=None, change=Change.NONE
+            )
         quota = _tightened(prev, facts, pool, alloc)
         if quota == prev.quota_m:  # at the floor already
             return replace(prev, above_since=now, below_since=None, change=Change.NONE)

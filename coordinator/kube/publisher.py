@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from common import annotations as ann
+from coordinator.colocation.controller import reclaimable_m
 from coordinator.config import PublisherSettings
 from coordinator.kube.client import KubeError, translate
 from coordinator.kube.leader import Fence, LeaseLost
@@ -70,6 +71,8 @@ def summarize(cluster: LiveCluster, name: str, now: float) -> Summary:
     if signals is None:
         since = f"no report since {ann.timestamp(last)}" if last is not None else "no report yet"
         values.update({ann.CONTIGUITY: None, ann.PRESSURE: None, ann.DIRECTIVES: None})
+        values.update({ann.BATCH_CPU: None})
+        _colocation(cluster, name, values, now)  # released: the node's agent hears nothing
         values[ann.STATE] = f"stale: {since};at={ann.timestamp(now)}"
         return Summary(values, numbers, "stale")
     at = signals.measured_at
@@ -86,9 +89,28 @@ def summarize(cluster: LiveCluster, name: str, now: float) -> Summary:
     if pressure:
         values[ann.PRESSURE] = ann.value({k: f"{v:.1f}" for k, v in pressure.items()}, at)
         numbers.update({f"pressure.{k}": v for k, v in pressure.items()})
-    values[ann.DIRECTIVES] = ann.value({"be_cpu_quota": "none"}, at)
+    quota = _colocation(cluster, name, values, now)
+    values[ann.DIRECTIVES] = ann.value({"be_cpu_quota": ann.millicores(quota)}, at)
+    hub = cluster.colocation
+    reclaimable = reclaimable_m(hub.facts.get(name), hub.pool_of(name))
+    if reclaimable is not None:
+        values[ann.BATCH_CPU] = ann.value({"reclaimable": ann.millicores(reclaimable)}, at)
+        numbers["batch_cpu"] = _pct(reclaimable, cpu_cap)
     values[ann.STATE] = f"fresh;at={ann.timestamp(at)}"
-    return Summary(values, numbers, "fresh")
+    # A throttle that changes is written at once, however small the change: the state
+    # carries it, and a changed state is always due.
+    state = "fresh" if quota is None else f"fresh/be={quota}"
+    return Summary(values, numbers, state)
+
+
+def _colocation(
+    cluster: LiveCluster, name: str, values: dict[str, str | None], now: float
+) -> int | None:
+    """The node's best-effort CPU quota and its reason, as the controller has them now."""
+    throttle = cluster.colocation.decision(name)
+    values[ann.BE_CPU_QUOTA] = f"{ann.millicores(throttle.quota_m)};at={ann.timestamp(now)}"
+    values[ann.BE_CPU_QUOTA_REASON] = ann.reason(throttle.reason)
+    return throttle.quota_m
 
 
 def due(

@@ -85,6 +85,7 @@ def test_onset_tightens_only_after_the_dwell_then_halves_be_use() -> None:
     assert changes_of(throttles) == [(7, Change.TIGHTENED, 3_000), (9, Change.TIGHTENED, 1_600)]
     assert throttles[7].reason == "tightened: LS cpu some avg10 46.0% >= 30% for 10s"
     assert throttles[6].quota_m is None  # 5 s of pressure: nothing yet
+    assert throttles[6].reason == "no throttle yet: LS cpu some avg10 41.7% >= 30% for 10s"
 
 
 def test_a_single_spike_does_nothing() -> None:
