@@ -71,7 +71,6 @@ def summarize(cluster: LiveCluster, name: str, now: float) -> Summary:
     if signals is None:
         since = f"no report since {ann.timestamp(last)}" if last is not None else "no report yet"
         values.update({ann.CONTIGUITY: None, ann.PRESSURE: None, ann.DIRECTIVES: None})
-        values.update({ann.BATCH_CPU: None})
         _colocation(cluster, name, values, now)  # released: the node's agent hears nothing
         values[ann.STATE] = f"stale: {since};at={ann.timestamp(now)}"
         return Summary(values, numbers, "stale")
