@@ -248,6 +248,17 @@ class _Rules:
         self.now = now
         self._allowed: dict[str, bool] = {}
         self._budgets: dict[str, tuple[int, ...]] = {}
+        self._by_label: dict[tuple[str, str, str], list[int]] = {}
+        """(namespace, label, value) → indices of the budgets whose selector's first
+        ``matchLabels`` pair it is: only those can cover a pod with that label."""
+        self._by_namespace: dict[str, list[int]] = {}
+        """Namespace → indices of its budgets selecting by expressions only."""
+        for k, budget in enumerate(view.budgets):
+            first = next(iter(budget.match_labels.items()), None)
+            if first is None:
+                self._by_namespace.setdefault(budget.namespace, []).append(k)
+            else:
+                self._by_label.setdefault((budget.namespace, *first), []).append(k)
         self.level: dict[str, Level] = {}
         self.work: dict[str, float] = {}
 
@@ -263,9 +274,12 @@ class _Rules:
         found = self._budgets.get(uid)
         if found is None:
             facts = self.facts(uid)
-            found = self._budgets[uid] = tuple(
-                k for k, b in enumerate(self.view.budgets) if b.covers(facts)
-            )
+            budgets = self.view.budgets
+            ns = facts.namespace
+            maybe = [*self._by_namespace.get(ns, ())]
+            for label in facts.labels.items():
+                maybe.extend(self._by_label.get((ns, *label), ()))
+            found = self._budgets[uid] = tuple(sorted(k for k in maybe if budgets[k].covers(facts)))
         return found
 
     def allowed(self, uid: str) -> bool:
@@ -387,7 +401,23 @@ def _search(
     victims (or, overall, the best set's anywhere), or its candidates run out; sizes below
     what its candidates could possibly free are skipped."""
     view = rules.view
-    nodes = [n for i in rows.tolist() if (n := _node(rules, pod, i, only)) is not None]
+    request = pod.request
+    room = capacity.room(view.state, request, rows)
+    short = np.stack(
+        [
+            request.cpu_m - room.cpu_free,
+            request.mem_b - room.mem_free,
+            request.gpus - room.gpus_with_room
+            if room.gpus_with_room is not None
+            else np.zeros(len(rows), dtype=np.int64),
+        ],
+        axis=1,
+    ).tolist()
+    nodes = [
+        n
+        for i, lacks in zip(rows.tolist(), short, strict=True)
+        if (n := _node(rules, i, lacks, only)) is not None
+    ]
     best: dict[str, tuple[tuple[float, ...], tuple[str, ...], tuple[str, ...]]] = {}
     bar: tuple[float, ...] | None = None
     size = 0
@@ -439,47 +469,44 @@ def _search(
 
 
 def _node(
-    rules: _Rules, pod: PodFacts, i: int, only: Mapping[str, frozenset[str]] | None
+    rules: _Rules, i: int, short: list[int], only: Mapping[str, frozenset[str]] | None
 ) -> _Node | None:
     """Node ``i``'s candidates: the pods on it that may go and free something the pod
-    lacks there (a pod freeing nothing it lacks only adds cost), cheapest first, at most
-    ``max_candidates_per_node``; None when there are none."""
+    lacks there (``short``: CPU, memory, GPUs with room; a pod freeing nothing it lacks
+    only adds cost), cheapest first, at most ``max_candidates_per_node``; None when
+    there are none."""
     view = rules.view
-    state = view.state
-    name = state.names[i]
+    name = view.state.names[i]
     within = None if only is None else only.get(name, frozenset())
-    request = pod.request
-    room = capacity.room(state, request, np.array([i]))
-    short_cpu = int(room.cpu_free[0]) < request.cpu_m
-    short_mem = int(room.mem_free[0]) < request.mem_b
-    short_gpus = (
-        request.gpus - int(room.gpus_with_room[0]) if room.gpus_with_room is not None else 0
-    )
-    pods = [
-        u
-        for u in view.on_node.get(name, ())
-        if (within is None or u in within) and rules.allowed(u)
-    ]
-    if short_cpu or short_mem or short_gpus > 0:
+    short_cpu, short_mem, short_gpus = short
+    held = view.held
+    pods = [u for u in view.on_node.get(name, ()) if within is None or u in within]
+    if short_cpu > 0 or short_mem > 0 or short_gpus > 0:
         pods = [
             u
             for u in pods
-            if (short_cpu and view.held[u].cpu_m)
-            or (short_mem and view.held[u].mem_b)
-            or (short_gpus > 0 and view.held[u].devices)
+            if (short_cpu > 0 and held[u].cpu_m)
+            or (short_mem > 0 and held[u].mem_b)
+            or (short_gpus > 0 and held[u].devices)
         ]
+    pods = [u for u in pods if rules.allowed(u)]
     if not pods:
         return None
     pods.sort(key=lambda u: (rules.level[u], rules.work[u], u))
     pods = pods[: rules.settings.max_candidates_per_node]
     least = 1
-    for short, amount in (
-        (request.cpu_m - int(room.cpu_free[0]), lambda u: view.held[u].cpu_m),
-        (request.mem_b - int(room.mem_free[0]), lambda u: view.held[u].mem_b),
-        (short_gpus, lambda u: len(view.held[u].devices)),
+    for lacking, amount in (
+        (short_cpu, lambda u: held[u].cpu_m),
+        (short_mem, lambda u: held[u].mem_b),
+        (short_gpus, lambda u: len(held[u].devices)),
     ):
-        if short > 0:
-            gains = np.cumsum(sorted((amount(u) for u in pods), reverse=True))
-            enough = np.flatnonzero(gains >= short)
-            least = max(least, int(enough[0]) + 1 if len(enough) else len(pods) + 1)
+        if lacking > 0:
+            gains = 0
+            for count, gain in enumerate(sorted(map(amount, pods), reverse=True), start=1):
+                gains += gain
+                if gains >= lacking:
+                    least = max(least, count)
+                    break
+            else:
+                least = len(pods) + 1
     return _Node(row=i, name=name, candidates=pods, least=least, within=within)
