@@ -90,7 +90,7 @@ class Colocation:
     def observe(self, report: NodeReport, received_at: float) -> Throttle:
         """Step the node of an applied report (its request arrived at ``received_at``)."""
         node = report.node
-        facts = node_input(report, self.settings.qos_label)
+        facts = node_input(report, self.settings.qos_label, self.facts.get(node))
         self.facts[node] = facts
         self.received_at[node] = received_at
         return self._step(node, facts, received_at)

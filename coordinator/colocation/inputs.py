@@ -9,18 +9,26 @@ the controller falls back to usage watermarks.
 
 Pods that finished (Succeeded, Failed) are left out; so is everything past
 :data:`~common.schema.MAX_BE_PODS` BE pods (a node with more is misconfigured).
+
+Between whole reports an agent sends its pods section as the absent reason ``unchanged``
+when it equals the one last delivered (:mod:`agent.reportdelta`) — pods and their measured
+use alike, since both are in it — so the pod facts of the node's previous report still
+hold and are carried over; only the node-wide facts are read anew.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from common.schema import MAX_BE_PODS, Enforcement, NodeReport, is_absent
+from common.schema import MAX_BE_PODS, Enforcement, NodeReport, PodInfo, is_absent
 from coordinator.colocation.qos import Qos, classify
 
 FINISHED: Final = frozenset({"Succeeded", "Failed"})
+UNCHANGED: Final = "unchanged"
+"""The pods section's absent reason when it equals the one last delivered."""
 
 
 class Source(StrEnum):
@@ -32,6 +40,22 @@ class Source(StrEnum):
     """The node's ``/proc/pressure/cpu`` some avg10: no LS pod reported its own."""
     NONE = "none"
     """No PSI at all: the usage watermark decides."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """What the pods section says: carried over while the agent says it is unchanged."""
+
+    be_pods: tuple[str, ...] = ()
+    ls_pods: int = 0
+    ls_pressure_pct: float | None = None
+    ls_used_m: int = 0
+    be_used_m: int = 0
+    measured: bool = False
+    """Whether any pod reported its CPU use."""
+
+
+NO_PODS: Final = PodFacts()
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,40 +73,22 @@ class NodeInput:
     be_pods: tuple[str, ...]
     ls_pods: int
     enforcement: Enforcement | None
+    pods: PodFacts = NO_PODS
 
 
-def node_input(report: NodeReport, label_key: str) -> NodeInput:
-    """The colocation facts of ``report`` (validated already)."""
-    be_pods: list[str] = []
-    ls_pods = 0
-    ls_pressure: float | None = None
-    ls_used = be_used = 0
-    measured = False
-    pods = report.pods
-    if not is_absent(pods):
-        for pod in pods.pods:
-            if pod.phase in FINISHED:
-                continue
-            usage = pod.usage
-            if classify(pod, label_key) is Qos.BE:
-                if len(be_pods) < MAX_BE_PODS:
-                    be_pods.append(pod.uid)
-                if usage is not None and usage.cpu_m is not None:
-                    be_used += usage.cpu_m
-                    measured = True
-                continue
-            ls_pods += 1
-            if usage is None:
-                continue
-            if usage.cpu_m is not None:
-                ls_used += usage.cpu_m
-                measured = True
-            stall = usage.cpu_some_avg10_pct
-            if stall is not None and (ls_pressure is None or stall > ls_pressure):
-                ls_pressure = stall
+def node_input(report: NodeReport, label_key: str, previous: NodeInput | None = None) -> NodeInput:
+    """The colocation facts of ``report`` (validated already); ``previous``, the facts of
+    the node's last report, supplies the pod facts when the pods section is unchanged."""
+    section = report.pods
+    if not is_absent(section):
+        pods = pod_facts(section.pods, label_key)
+    elif section == UNCHANGED and previous is not None:
+        pods = previous.pods
+    else:
+        pods = NO_PODS
     source, pressure = Source.NONE, None
-    if ls_pressure is not None:
-        source, pressure = Source.LS_PODS, ls_pressure
+    if pods.ls_pressure_pct is not None:
+        source, pressure = Source.LS_PODS, pods.ls_pressure_pct
     else:
         node = _node_pressure(report)
         if node is not None:
@@ -91,9 +97,9 @@ def node_input(report: NodeReport, label_key: str) -> NodeInput:
     usage_section = report.usage
     if not is_absent(usage_section) and not is_absent(usage_section.cpu):
         node_used = usage_section.cpu.used_m
-    if measured:
-        ls_usage: int | None = ls_used
-        be_usage: int | None = be_used
+    if pods.measured:
+        ls_usage: int | None = pods.ls_used_m
+        be_usage: int | None = pods.be_used_m
     else:  # no per-pod use: count the whole node as LS, so BE is judged conservatively
         ls_usage, be_usage = node_used, None
     return NodeInput(
@@ -103,10 +109,41 @@ def node_input(report: NodeReport, label_key: str) -> NodeInput:
         node_used_m=node_used,
         ls_usage_m=ls_usage,
         be_usage_m=be_usage,
-        be_pods=tuple(be_pods),
-        ls_pods=ls_pods,
+        be_pods=pods.be_pods,
+        ls_pods=pods.ls_pods,
         enforcement=report.enforcement,
+        pods=pods,
     )
+
+
+def pod_facts(pods: Sequence[PodInfo], label_key: str) -> PodFacts:
+    """One pass over a pods section."""
+    be_pods: list[str] = []
+    ls_pods = 0
+    ls_pressure: float | None = None
+    ls_used = be_used = 0
+    measured = False
+    for pod in pods:
+        if pod.phase in FINISHED:
+            continue
+        usage = pod.usage
+        if classify(pod, label_key) is Qos.BE:
+            if len(be_pods) < MAX_BE_PODS:
+                be_pods.append(pod.uid)
+            if usage is not None and usage.cpu_m is not None:
+                be_used += usage.cpu_m
+                measured = True
+            continue
+        ls_pods += 1
+        if usage is None:
+            continue
+        if usage.cpu_m is not None:
+            ls_used += usage.cpu_m
+            measured = True
+        stall = usage.cpu_some_avg10_pct
+        if stall is not None and (ls_pressure is None or stall > ls_pressure):
+            ls_pressure = stall
+    return PodFacts(tuple(be_pods), ls_pods, ls_pressure, ls_used, be_used, measured)
 
 
 def _node_pressure(report: NodeReport) -> float | None:

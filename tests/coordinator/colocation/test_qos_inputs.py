@@ -107,3 +107,24 @@ def test_be_pods_are_capped() -> None:
     many = [pod(f"be-{i}", labels={KEY: "BE"}) for i in range(600)]
     facts = node_input(with_pods(*many), KEY)  # type: ignore[arg-type]
     assert len(facts.be_pods) == 512
+
+
+def test_an_unchanged_pods_section_carries_the_last_pod_facts_over() -> None:
+    whole = with_pods(
+        pod("ls-1", usage=usage(3000, 41.5)), pod("be-1", labels={KEY: "BE"}, usage=usage(5000))
+    )
+    first = node_input(whole, KEY)  # type: ignore[arg-type]
+    between = structs.replace(whole, pods="unchanged")  # type: ignore[type-var]
+    carried = node_input(between, KEY, first)
+    assert carried.pods == first.pods
+    assert (carried.pressure_pct, carried.source, carried.be_pods) == (
+        41.5,
+        Source.LS_PODS,
+        ("be-1",),
+    )
+    assert (carried.ls_usage_m, carried.be_usage_m) == (3000, 5000)
+    # Nothing to carry (a restarted coordinator): no pods known until the next whole report.
+    assert node_input(between, KEY).be_pods == ()
+    # Any other absent reason is not "unchanged": the pods are not known.
+    gone = structs.replace(whole, pods="apiserver-unreachable")  # type: ignore[type-var]
+    assert node_input(gone, KEY, first).be_pods == ()
