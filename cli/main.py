@@ -40,6 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("sim", help="replay a pod trace under placement policies")
     sim_options.add_arguments(sim)
     sim.set_defaults(run=_sim)
+
+    from cli import plan as plan_cli
+
+    plan = sub.add_parser(
+        "plan", help="what the eviction planner would evict now, and why (never evicts)"
+    )
+    plan_cli.add_arguments(plan)
+    plan.set_defaults(run=plan_cli.main)
     return parser
 
 

@@ -12,12 +12,22 @@ until the next tightening or relaxing step if the condition holds, the facts of 
 report (LS stall and where it came from, LS and BE use, allocatable) and what its agent
 says it applied. Without ``node``: every node that is throttled now. On a follower it
 shows the follower's own (warm) decisions, and says it is not the one agents follow.
+
+``GET /debug/plan?pod=NS/NAME`` (or ``?node=NODE`` for memory pressure): what the
+eviction planner would evict now and why, without acting — the plan (node, victims with
+the reason each is in it, the cost key, whether approval is needed) or the refusal.
+``stowage plan --explain`` prints it. Cooldowns are the leader's executor's state, not
+this replica's: the answer says so and plans as if no queue were cooling down.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
+from coordinator.eviction.plan import Plan, Refusal, plan_preemption, plan_pressure
+from coordinator.eviction.view import view_of
 from coordinator.services import SERVICES
 
 
@@ -60,7 +70,85 @@ async def colocation(request: web.Request) -> web.Response:
     return web.json_response({"leading": leading, **hub.explain(node, now)})
 
 
+PLAN_NOTE = "cooldowns are not applied here: the leader's executor keeps them"
+
+
+async def plan(request: web.Request) -> web.Response:
+    """``GET /debug/plan``: see the module docstring."""
+    services = request.app[SERVICES]
+    cluster = services.cluster
+    settings = services.settings.evictions
+    pod_key = request.query.get("pod", "")
+    node = request.query.get("node", "")
+    if bool(pod_key) == bool(node):
+        return web.json_response(
+            {"error": "give ?pod=NAMESPACE/NAME (preemption) or ?node=NODE (pressure)"},
+            status=400,
+        )
+    view = view_of(cluster)
+    if view is None:
+        return web.json_response({"error": "no nodes known yet"}, status=404)
+    now = services.clock.wall()
+    outcome: Plan | Refusal
+    if pod_key:
+        key = pod_key if "/" in pod_key else f"default/{pod_key}"
+        facts = next((f for f in cluster.facts.values() if f.key == key), None)
+        if facts is None:
+            return web.json_response({"error": f"pod {pod_key} is not known"}, status=404)
+        if facts.node is not None:
+            return web.json_response(
+                {"error": f"pod {key} runs on {facts.node}: only pending pods preempt"},
+                status=400,
+            )
+        subject, outcome = key, plan_preemption(view, facts, settings, now)
+    else:
+        if node not in cluster.specs:
+            return web.json_response({"error": f"node {node} is not known"}, status=404)
+        subject, outcome = node, plan_pressure(view, node, settings, now)
+    answer: dict[str, Any] = {
+        "subject": subject,
+        "trigger": "preemption" if pod_key else "pressure",
+        "dry_run": not settings.enabled,
+        "note": PLAN_NOTE,
+    }
+    if isinstance(outcome, Refusal):
+        answer["refusal"] = outcome.reason
+    else:
+        answer["plan"] = plan_json(outcome)
+    return web.json_response(answer)
+
+
+def plan_json(p: Plan) -> dict[str, Any]:
+    """A plan as JSON, levels by name."""
+    return {
+        "trigger": p.trigger,
+        "node": p.node,
+        "preemptor": p.preemptor,
+        "queue": p.queue,
+        "reason": p.reason,
+        "needs_approval": p.needs_approval,
+        "cost": dict(
+            zip(("victims", "levels", "work_lost_s", "gang_dragged"), p.cost, strict=True)
+        ),
+        "victims": [
+            {
+                "uid": v.uid,
+                "pod": f"{v.namespace}/{v.name}",
+                "node": v.node,
+                "level": v.level.name.lower(),
+                "priority": v.priority,
+                "queue": v.queue,
+                "checkpoint_age_s": v.checkpoint_age_s,
+                "gang": v.gang,
+                "reason": v.reason,
+            }
+            for v in p.victims
+        ],
+    }
+
+
 def add_routes(app: web.Application) -> None:
+    app.router.add_get("/debug/plan", plan)
     app.router.add_get("/debug/explain", explain)
     app.router.add_get("/debug/colocation", colocation)
     app.router.add_get("/debug/evictions", evictions)

@@ -19,10 +19,10 @@ import math
 
 from coordinator.config import EvictionSettings
 from coordinator.eviction.executor import Executor
-from coordinator.eviction.facts import PodFacts
 from coordinator.eviction.plan import Refusal, plan_preemption, plan_pressure
 from coordinator.eviction.view import view_of
 from coordinator.live import LiveCluster
+from coordinator.state.podfacts import PodFacts
 
 
 class PressureWatch:

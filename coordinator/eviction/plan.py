@@ -19,10 +19,10 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.config import EvictionSettings
-from coordinator.eviction.facts import PodFacts
 from coordinator.eviction.view import ClusterView, given_back
 from coordinator.live.decisions import judge
 from coordinator.scoring import capacity
+from coordinator.state.podfacts import PodFacts
 
 
 class Level(IntEnum):

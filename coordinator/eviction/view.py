@@ -25,10 +25,10 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.config import SignalSettings
-from coordinator.eviction.facts import Budget, PodFacts
 from coordinator.live.holdings import Held
 from coordinator.scoring.base import Policy
 from coordinator.state.cluster import ClusterState
+from coordinator.state.podfacts import Budget, PodFacts
 
 if TYPE_CHECKING:
     from coordinator.live.cluster import LiveCluster

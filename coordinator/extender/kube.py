@@ -40,7 +40,6 @@ from typing import Final
 import numpy as np
 from aiohttp import web
 
-from coordinator.eviction.facts import pod_facts
 from coordinator.eviction.plan import narrow_victims
 from coordinator.eviction.view import view_of
 from coordinator.extender import wire
@@ -56,6 +55,7 @@ from coordinator.extender.handling import (
     request_of,
 )
 from coordinator.services import Services
+from coordinator.state.podfacts import pod_facts
 from coordinator.state.podrequest import PodRequest
 
 PREFIX: Final = "/scheduler"

@@ -31,7 +31,6 @@ from common.clock import Clock
 from common.schema import NodeReport
 from coordinator.colocation.hub import Colocation
 from coordinator.config import CoordinatorSettings
-from coordinator.eviction.facts import Budgets, PodFacts, pod_facts
 from coordinator.live.decisions import FilterResult, explain, filter_nodes, prioritize_rows
 from coordinator.live.holdings import Held, Holdings
 from coordinator.live.rows import RowMemo
@@ -41,6 +40,7 @@ from coordinator.scoring.base import Policy
 from coordinator.scoring.engine import Engine
 from coordinator.state.cluster import ClusterState, NodeSpec
 from coordinator.state.kubeobjects import ObjectError, node_spec, pod_request
+from coordinator.state.podfacts import Budgets, PodFacts, pod_facts
 from coordinator.state.podrequest import PodRequest
 from coordinator.state.reports import signals_of
 from coordinator.state.signals import UNKNOWN, NodeSignals

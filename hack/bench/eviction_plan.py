@@ -30,12 +30,12 @@ from typing import Any
 
 from common.clock import SystemClock
 from coordinator.config import CoordinatorSettings
-from coordinator.eviction.facts import pod_facts
 from coordinator.eviction.plan import Plan, plan_preemption
 from coordinator.eviction.view import view_of
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.state.kubeobjects import pod_request
+from coordinator.state.podfacts import pod_facts
 
 GPUS_PER_NODE = 8
 NOW = 1_790_000_000.0

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.config import CoordinatorSettings, EvictionSettings, PolicySettings
-from coordinator.eviction.facts import PodFacts, pod_facts
 from coordinator.eviction.view import ClusterView, view_of
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.state.kubeobjects import pod_request
+from coordinator.state.podfacts import PodFacts, pod_facts
 from tests.hosts import FakeClock
 
 A100 = "NVIDIA-A100-SXM4-80GB"

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from coordinator.config import CoordinatorSettings, EvictionSettings, PolicySettings
-from coordinator.eviction.facts import budget_of
 from coordinator.eviction.plan import Level, Plan, Refusal, level_of, narrow_victims, plan_pressure
 from coordinator.eviction.plan import plan_preemption as plan
 from coordinator.eviction.view import given_back
 from coordinator.live.decisions import judge
+from coordinator.state.podfacts import budget_of
 from coordinator.state.signals import NodeSignals
 from tests.coordinator.eviction.evictrig import H100, NOW, EvictRig, node, pdb, pod
 

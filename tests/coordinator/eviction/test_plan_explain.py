@@ -1,0 +1,92 @@
+"""``stowage plan --explain`` against a real coordinator app on 127.0.0.1: what would be
+evicted now and why, without acting."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from cli import plan as plan_cli
+from cli.main import build_parser
+from coordinator import debug
+from coordinator.services import SERVICES, Services
+from tests.coordinator.eviction.evictrig import EvictRig, node, pod
+
+
+async def serve(aiohttp_client: Any, rig: EvictRig) -> tuple[TestClient, str]:
+    services = Services(
+        settings=rig.settings,
+        clock=rig.clock,
+        metrics=rig.cluster.metrics,
+        cluster=rig.cluster,
+        authenticator=None,  # type: ignore[arg-type]  # /debug asks none
+    )
+    app = web.Application()
+    app[SERVICES] = services
+    debug.add_routes(app)
+    client = await aiohttp_client(app)
+    return client, str(client.make_url("")).rstrip("/")
+
+
+def cluster() -> EvictRig:
+    rig = EvictRig().nodes(node("gpu-a"))
+    notes = {"stowage.io/last-checkpoint": str(rig.clock.wall() - 90)}
+    return rig.pods(
+        pod("low", node="gpu-a", gpus=8, annotations=notes),
+        pod("want", gpus=8, priority=10_000),
+        pod("meek", gpus=8, priority=1_000),
+    )
+
+
+async def run(*argv: str) -> int:
+    """``stowage plan --explain ARGV`` as the command line parses it (without the logging
+    setup of ``cli.main.main``, which would outlive the test)."""
+    args = build_parser().parse_args(["plan", "--explain", *argv])
+    assert args.run is plan_cli.main
+    return await asyncio.to_thread(plan_cli.main, args)
+
+
+async def test_explain_prints_the_plan_and_changes_nothing(
+    aiohttp_client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rig = cluster()
+    held = dict(rig.cluster.held)
+    _, url = await serve(aiohttp_client, rig)
+    assert await run("--coordinator", url, "--pod", "ns/want") == 0
+    out = capsys.readouterr().out
+    assert "preemption for ns/want: would evict 1 pod(s) for node gpu-a" in out
+    assert "dry run: evictions.enabled is false" in out
+    assert "- ns/low on gpu-a (low, priority 0): makes room for ns/want (high)" in out
+    assert "last checkpoint 90 s ago" in out
+    assert "no approval needed" in out
+    assert rig.cluster.held == held
+
+
+async def test_explain_says_why_nothing_would_be_evicted(
+    aiohttp_client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, url = await serve(aiohttp_client, cluster())
+    assert await run("--coordinator", url, "--pod", "ns/meek", "--json") == 1
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["trigger"] == "preemption"
+    assert "may displace only pods 2 levels below" in answer["refusal"]
+
+
+async def test_explain_names_what_is_wrong_with_the_question(
+    aiohttp_client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client, url = await serve(aiohttp_client, cluster())
+    assert await run("--coordinator", url, "--pod", "ns/nobody") == 2
+    assert "pod ns/nobody is not known (HTTP 404)" in capsys.readouterr().err
+    assert await run("--coordinator", url, "--pod", "ns/low") == 2
+    assert "only pending pods preempt (HTTP 400)" in capsys.readouterr().err
+    resp = await client.get("/debug/plan")
+    assert resp.status == 400
+    assert "give ?pod=NAMESPACE/NAME" in (await resp.json())["error"]
+    assert await run("--coordinator", "http://127.0.0.1:9", "--node", "gpu-a") == 2
+    assert "cannot ask http://127.0.0.1:9/debug/plan?node=gpu-a" in capsys.readouterr().err
