@@ -379,3 +379,28 @@ def test_a_checkpoint_time_that_is_not_a_time_counts_as_none() -> None:
     for bad in ("nan", "inf", "yesterday", "2026-09-21T12:00:00"):  # the last: no zone
         obj = pod("v", node="gpu-a", annotations={"stowage.io/last-checkpoint": bad})
         assert rig.facts(obj).checkpoint_at is None
+
+
+def test_without_checkpoints_the_pod_that_started_last_loses_least() -> None:
+    rig = rig_with(
+        pod("old", node="gpu-a", gpus=8, started_s_ago=7200),
+        pod("young", node="gpu-b", gpus=8, started_s_ago=300),
+    )
+    chosen = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert names(chosen) == ["young"]
+    assert isinstance(chosen, Plan) and chosen.cost[2] == pytest.approx(300)
+
+
+@pytest.mark.parametrize(("most", "planned"), [(12, False), (16, True)])
+def test_the_search_weighs_at_most_max_candidates_per_node(most: int, planned: bool) -> None:
+    """Sixteen 4-CPU pods fill the node; the pod needs all its CPUs."""
+    settings = CoordinatorSettings(
+        policy=PolicySettings(name="most-allocated"),
+        evictions=EvictionSettings(max_candidates_per_node=most),
+    )
+    rig = EvictRig(settings=settings).nodes(node("cpu-a", cpu="64", gpus=0))
+    rig.pods(*(pod(f"c-{k}", node="cpu-a", cpu="4") for k in range(16)))
+    result = plan(rig.view(), rig.facts(pending(gpus=0, cpu="64")), rig.evictions, NOW)
+    assert isinstance(result, Plan) is planned
+    if planned:
+        assert len(names(result)) == 16
