@@ -162,7 +162,12 @@ def narrow_victims(
     """kube-scheduler's preemption candidates (node → uids of the victims it proposes),
     narrowed: per node the cheapest subset of the proposed victims that every rule allows
     and after whose eviction Stowage's filter passes the pod there. A node with no such
-    subset is left out (evicting there would be wasted, or unsafe)."""
+    subset is left out (evicting there would be wasted, or unsafe).
+
+    On a node Stowage's filter passes already, kube-scheduler's own checks (ports, pod
+    count, affinity) are what the evictions are for, and Stowage cannot judge how many it
+    needs: the proposed victims the rules allow stay, together, or the node is left out
+    when they may not all go."""
     if _gate(view, pod.queue, settings, now) is not None:
         return {}
     level = level_of(pod, settings)
@@ -173,11 +178,23 @@ def narrow_victims(
     if not len(rows):
         return {}
     found = judge(state, view.policy, pod.request, rows, view.signals)
-    rows = rows[~found.unresolvable & found.refused]
     rules = _Rules(view, level, settings, now)
     why = f"makes room for {pod.key} ({level.name.lower()})"
-    best = _search(rules, pod, rows, only=proposed, per_node=True, why=why)
-    return {node: victims for node, (_, victims) in best.items()}
+    best = _search(
+        rules, pod, rows[found.refused & ~found.unresolvable], only=proposed, per_node=True, why=why
+    )
+    answer = {node: victims for node, (_, victims) in best.items()}
+    for i in rows[~found.refused].tolist():
+        name = state.names[i]
+        allowed = [
+            u for u in view.on_node.get(name, ()) if u in proposed[name] and rules.allowed(u)
+        ]
+        taken = rules.closure(allowed, proposed[name]) if allowed else None
+        if taken is not None:
+            answer[name] = rules.victims(
+                taken, allowed, f"proposed by kube-scheduler for {pod.key}"
+            )
+    return answer
 
 
 def plan_pressure(

@@ -286,3 +286,25 @@ def test_the_reference_examples_decode_in_both_versions() -> None:
     assert victims_1_20(decoded) == victims_now(decoded) == {"node-a": ["c0ffee"]}
     with pytest.raises(GoDecodeError, match="nil pointer"):
         victims_1_20(go_decode({"NodeNameToMetaVictims": {"n": None}}, PREEMPTION_RESULT))
+
+
+async def test_where_stowage_has_no_objection_the_allowed_proposed_victims_stay(
+    aiohttp_client: Any,
+) -> None:
+    """gpu-c has room as Stowage counts (kube-scheduler wants evictions there for its own
+    reasons, say a host port): the proposed victims the rules allow go back, the medium
+    one does not."""
+    rig = cluster().nodes(node("gpu-c"))
+    rig.pods(
+        pod("port-low", node="gpu-c", cpu="1"),
+        pod("port-medium", node="gpu-c", cpu="1", priority=MEDIUM),
+    )
+    client = await serve(aiohttp_client, rig)
+    body = {
+        "Pod": PREEMPTOR,
+        "NodeNameToMetaVictims": {
+            "gpu-c": {"Pods": [{"UID": uid("port-low")}, {"UID": uid("port-medium")}]},
+        },
+    }
+    reply = await post(client, "/scheduler/preempt", body)
+    assert victims_now(go_decode(reply, PREEMPTION_RESULT)) == {"gpu-c": [uid("port-low")]}
