@@ -14,9 +14,10 @@
   of the victims kube-scheduler proposes that the rules allow (levels, budgets, no pod
   checkpointing now, no gang broken beyond the proposal) and after whose eviction
   Stowage's own filter passes the pod there; a node without one is left out, so
-  kube-scheduler never evicts on a node Stowage would then refuse. A node we do not know
-  goes back as proposed (nothing known against it, as in filter). Only well-formed
-  entries are answered, in the Meta form (UIDs).
+  kube-scheduler never evicts on a node Stowage would then refuse. On a node Stowage's
+  filter passes already (kube-scheduler's own checks want the evictions) the allowed
+  proposed victims stay. A node we do not know goes back as proposed (nothing known
+  against it, as in filter). Only well-formed entries are answered, in the Meta form.
 
 Both node modes work, and both are judged against the nodes of the Node watch: a name
 it does not have passes filter (nothing known against it) and scores 0. With
