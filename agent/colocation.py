@@ -99,8 +99,7 @@ class BeThrottle:
             return
         quota = d.local.quota_m
         if d.be_cpu_quota_m is not None:
-            if d.be_cpu_quota_m <= quota:
-                return  # the coordinator is already at least as tight
+            # A coordinator at least as tight already confirms it: refresh() keeps its quota.
             quota = min(quota, d.be_cpu_quota_m)
         self._local_until = self._clock.monotonic() + d.local.hold_s
         self._local_quota = quota
@@ -155,8 +154,11 @@ class BeThrottle:
         watching = asyncio.create_task(self.watch.run()) if self.watch is not None else None
         try:
             while True:
+                # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that
+                # races a wake-up (set ten times a second while LS stalls).
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.next_deadline())
+                    async with asyncio.timeout(self.next_deadline()):
+                        await self._wake.wait()
                 self._wake.clear()
                 self.refresh()
         finally:

@@ -169,9 +169,10 @@ class PressureWatch:
                     await self._changed.wait()
                     continue
                 self.poll_once()
-                with contextlib.suppress(TimeoutError):
-                    self._changed.clear()
-                    await asyncio.wait_for(self._changed.wait(), self._poll_s)
+                self._changed.clear()
+                with contextlib.suppress(TimeoutError):  # see agent.colocation on wait_for
+                    async with asyncio.timeout(self._poll_s):
+                        await self._changed.wait()
         finally:
             self._stop_triggers()
 
