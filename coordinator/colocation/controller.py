@@ -30,8 +30,9 @@ once — a throttle is never kept on facts that may no longer be true.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 from common.schema import LocalBounds
 from coordinator.colocation.inputs import NodeInput, Source
@@ -64,6 +65,8 @@ class Throttle:
 
 
 RELEASED = Throttle()
+_UNCHANGED: Final = Change.NONE
+_NONE: Final = Source.NONE
 
 
 def floor_m(pool: ColocationPool, allocatable_m: int) -> int:
@@ -72,7 +75,8 @@ def floor_m(pool: ColocationPool, allocatable_m: int) -> int:
 
 
 def step(prev: Throttle, facts: NodeInput | None, pool: ColocationPool, now: float) -> Throttle:
-    """The next throttle of a node (see the module)."""
+    """The next throttle of a node (see the module). Runs on every report: reason texts
+    are formatted only where they change."""
     if facts is None:
         return _release(prev, "no fresh report: released", now)
     if not pool.enabled:
@@ -82,49 +86,74 @@ def step(prev: Throttle, facts: NodeInput | None, pool: ColocationPool, now: flo
         return _release(prev, "allocatable CPU unknown: released", now)
     if not facts.be_pods:
         return _release(prev, "no best-effort pods on the node", now)
-    if facts.source is not Source.NONE:
-        assert facts.pressure_pct is not None
-        value, what = facts.pressure_pct, f"LS cpu some avg10 {facts.pressure_pct:.1f}%"
-        high, low = value >= pool.pressure_high_pct, value <= pool.pressure_low_pct
-        high_text = f"{what} >= {pool.pressure_high_pct:g}% for {pool.tighten_after_s:g}s"
-        low_text = f"{what} <= {pool.pressure_low_pct:g}% for {pool.relax_after_s:g}s"
-        if facts.source is Source.NODE:
-            high_text, low_text = high_text + " (node PSI)", low_text + " (node PSI)"
+    pressure = facts.pressure_pct
+    if facts.source is not _NONE:
+        assert pressure is not None
+        high, low = pressure >= pool.pressure_high_pct, pressure <= pool.pressure_low_pct
     elif facts.node_used_m is not None:
         used = 100.0 * facts.node_used_m / alloc
-        value, what = used, f"node CPU use {used:.1f}%"
         high = used >= pool.usage_threshold_pct
         low = used <= pool.usage_threshold_pct - pool.usage_band_pct
-        high_text = (
-            f"{what} >= {pool.usage_threshold_pct:g}% for {pool.tighten_after_s:g}s (no PSI)"
-        )
-        low_text = (
-            f"{what} <= {pool.usage_threshold_pct - pool.usage_band_pct:g}%"
-            f" for {pool.relax_after_s:g}s (no PSI)"
-        )
     else:
         return _release(prev, "neither PSI nor CPU use reported: released", now)
+    quota = prev.quota_m
     if high:
         since = prev.above_since if prev.above_since is not None else now
         if now - since < pool.tighten_after_s:
-            waiting = prev.reason if prev.quota_m is not None else f"no throttle yet: {high_text}"
-            return replace(
-                prev, reason=waiting, above_since=since, below_since=None, change=Change.NONE
-            )
-        quota = _tightened(prev, facts, pool, alloc)
-        if quota == prev.quota_m:  # at the floor already
-            return replace(prev, above_since=now, below_since=None, change=Change.NONE)
-        return Throttle(quota, f"tightened: {high_text}", now, None, now, Change.TIGHTENED)
-    if low and prev.quota_m is not None:
+            if quota is not None:
+                return _holding(prev, since, None)
+            waiting = f"no throttle yet: {_why(facts, pool, alloc, True)}"
+            return Throttle(None, waiting, since, None, prev.changed_at, _UNCHANGED)
+        tightened = _tightened(prev, facts, pool, alloc)
+        if tightened == quota:  # at the floor already
+            return Throttle(quota, prev.reason, now, None, prev.changed_at, _UNCHANGED)
+        reason = f"tightened: {_why(facts, pool, alloc, True)}"
+        return Throttle(tightened, reason, now, None, now, Change.TIGHTENED)
+    if low and quota is not None:
         since = prev.below_since if prev.below_since is not None else now
         if now - since < pool.relax_after_s:
-            return replace(prev, above_since=None, below_since=since, change=Change.NONE)
-        quota = prev.quota_m + int(alloc * pool.relax_step_pct / 100)
-        if quota >= alloc:
-            return Throttle(None, f"released: {low_text}", None, None, now, Change.RELEASED)
-        return Throttle(quota, f"relaxed: {low_text}", None, now, now, Change.RELAXED)
-    held = prev.reason if prev.quota_m is not None else f"no throttle: {what}"
-    return replace(prev, reason=held, above_since=None, below_since=None, change=Change.NONE)
+            return _holding(prev, None, since)
+        relaxed = quota + int(alloc * pool.relax_step_pct / 100)
+        reason = _why(facts, pool, alloc, False)
+        if relaxed >= alloc:
+            return Throttle(None, f"released: {reason}", None, None, now, Change.RELEASED)
+        return Throttle(relaxed, f"relaxed: {reason}", None, now, now, Change.RELAXED)
+    if quota is not None:
+        return _holding(prev, None, None)
+    return Throttle(
+        None, f"no throttle: {_what(facts, alloc)}", None, None, prev.changed_at, _UNCHANGED
+    )
+
+
+def _holding(prev: Throttle, above_since: float | None, below_since: float | None) -> Throttle:
+    """The quota and its reason held, with these dwell timers."""
+    if (prev.above_since, prev.below_since, prev.change) == (above_since, below_since, _UNCHANGED):
+        return prev
+    return Throttle(
+        prev.quota_m, prev.reason, above_since, below_since, prev.changed_at, _UNCHANGED
+    )
+
+
+def _what(facts: NodeInput, alloc: int) -> str:
+    if facts.source is not _NONE:
+        return f"LS cpu some avg10 {facts.pressure_pct:.1f}%"
+    assert facts.node_used_m is not None
+    return f"node CPU use {100.0 * facts.node_used_m / alloc:.1f}%"
+
+
+def _why(facts: NodeInput, pool: ColocationPool, alloc: int, high: bool) -> str:
+    """The condition that held: the reason of a tightening (``high``) or a relaxation."""
+    what = _what(facts, alloc)
+    if facts.source is _NONE:
+        if high:
+            return f"{what} >= {pool.usage_threshold_pct:g}% for {pool.tighten_after_s:g}s (no PSI)"
+        limit = pool.usage_threshold_pct - pool.usage_band_pct
+        return f"{what} <= {limit:g}% for {pool.relax_after_s:g}s (no PSI)"
+    if high:
+        text = f"{what} >= {pool.pressure_high_pct:g}% for {pool.tighten_after_s:g}s"
+    else:
+        text = f"{what} <= {pool.pressure_low_pct:g}% for {pool.relax_after_s:g}s"
+    return text + " (node PSI)" if facts.source is Source.NODE else text
 
 
 def _tightened(prev: Throttle, facts: NodeInput, pool: ColocationPool, alloc: int) -> int:

@@ -72,20 +72,37 @@ class Colocation:
         """Whether leader election runs; until it does, this replica is its own leader."""
         self.pending: deque[tuple[str, Throttle]] = deque(maxlen=MAX_PENDING)
         """Changes the leader has yet to write Events for."""
+        self._pools: dict[str, ColocationPool] = {}
+        """Each node's pool, found once per change of its labels (not once per report)."""
+        self._throttled = 0
 
     # -------------------------------------------------------------- updates
 
     def set_labels(self, node: str, labels: Mapping[str, str]) -> None:
         """The node's labels, which select its pool."""
-        self.labels[node] = labels
+        if self.labels.get(node) != labels:
+            self.labels[node] = labels
+            self._pools.pop(node, None)
 
     def forget(self, node: str) -> None:
         """A node left the cluster."""
-        for table in (self.facts, self.received_at, self.throttles, self.labels):
+        throttle = self.throttles.get(node)
+        if throttle is not None and throttle.quota_m is not None:
+            self._throttled -= 1
+            self.metrics.be_throttled_nodes.set(self._throttled)
+        for table in (self.facts, self.received_at, self.throttles, self.labels, self._pools):
             table.pop(node, None)
 
     def pool_of(self, node: str) -> ColocationPool:
-        return self.settings.pool_of(dict(self.labels.get(node) or {}))
+        """The node's pool; every node's is ``_OFF`` while colocation is off."""
+        pool = self._pools.get(node)
+        if pool is None:
+            if not self.settings.enabled:
+                pool = _OFF
+            else:
+                pool = self.settings.pool_of(dict(self.labels.get(node) or {}))
+            self._pools[node] = pool
+        return pool
 
     def observe(self, report: NodeReport, received_at: float) -> Throttle:
         """Step the node of an applied report (its request arrived at ``received_at``)."""
@@ -106,17 +123,16 @@ class Colocation:
 
     def _step(self, node: str, facts: NodeInput | None, now: float) -> Throttle:
         prev = self.throttles.get(node, RELEASED)
-        pool = self.pool_of(node) if self.settings.enabled else _OFF
-        throttle = step(prev, facts, pool, now)
+        throttle = step(prev, facts, self.pool_of(node), now)
         self.throttles[node] = throttle
-        if throttle.change is not Change.NONE:
+        if throttle.change is not _UNCHANGED:
             self.metrics.be_throttle_changes.labels(throttle.change.value).inc()
             self.pending.append((node, throttle))
             log.info("node %s: BE quota %s: %s", node, _quota(throttle.quota_m), throttle.reason)
-        if throttle.quota_m is not None or prev.quota_m is not None:
-            self.metrics.be_throttled_nodes.set(
-                sum(1 for t in self.throttles.values() if t.quota_m is not None)
-            )
+            was, now_throttled = prev.quota_m is not None, throttle.quota_m is not None
+            if was != now_throttled:
+                self._throttled += 1 if now_throttled else -1
+                self.metrics.be_throttled_nodes.set(self._throttled)
         return throttle
 
     # ------------------------------------------------------------- answers
@@ -125,7 +141,7 @@ class Colocation:
         """What the node's agent is told now (by the leader)."""
         throttle = self.throttles.get(node, RELEASED)
         facts = self.facts.get(node)
-        pool = self.pool_of(node) if self.settings.enabled else _OFF
+        pool = self.pool_of(node)
         be_pods = list(facts.be_pods) if facts is not None and throttle.quota_m is not None else []
         return Decision(
             throttle.quota_m, throttle.reason, be_pods, local_bounds(throttle, facts, pool)
@@ -135,7 +151,7 @@ class Colocation:
         """Why the node's BE pods are (or are not) throttled right now."""
         throttle = self.throttles.get(node, RELEASED)
         facts = self.facts.get(node)
-        pool = self.pool_of(node) if self.settings.enabled else _OFF
+        pool = self.pool_of(node)
         received = self.received_at.get(node)
         answer: dict[str, Any] = {
             "node": node,
@@ -207,6 +223,7 @@ class Colocation:
 
 
 _OFF: Final = ColocationPool(name="off", enabled=False)
+_UNCHANGED: Final = Change.NONE
 _REASONS: Final = {
     Change.TIGHTENED: "BestEffortThrottled",
     Change.RELAXED: "BestEffortRelaxed",

@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import Final
 
 from common.schema import MAX_BE_PODS, Enforcement, NodeReport, PodInfo, is_absent
-from coordinator.colocation.qos import Qos, classify
+from coordinator.colocation.qos import BE, classify
 
 FINISHED: Final = frozenset({"Succeeded", "Failed"})
 UNCHANGED: Final = "unchanged"
@@ -127,7 +127,7 @@ def pod_facts(pods: Sequence[PodInfo], label_key: str) -> PodFacts:
         if pod.phase in FINISHED:
             continue
         usage = pod.usage
-        if classify(pod, label_key) is Qos.BE:
+        if classify(pod, label_key) is BE:
             if len(be_pods) < MAX_BE_PODS:
                 be_pods.append(pod.uid)
             if usage is not None and usage.cpu_m is not None:

@@ -31,6 +31,13 @@ class Qos(StrEnum):
     """Counted as LS for pressure, never throttled."""
 
 
+BE: Final = Qos.BE
+LS: Final = Qos.LS
+SYSTEM: Final = Qos.SYSTEM
+"""The members as plain module names: classifying runs for every pod of every report, and
+reading a member off its enum class costs ten times as much as a module global."""
+
+
 def classify(pod: PodInfo, label_key: str) -> Qos:
     """The colocation class of one pod (see the module's rules, in their order)."""
     if (
@@ -38,11 +45,19 @@ def classify(pod: PodInfo, label_key: str) -> Qos:
         or pod.priority_class in SYSTEM_CLASSES
         or pod.namespace == SYSTEM_NAMESPACE
     ):
-        return Qos.SYSTEM
+        return SYSTEM
     labels = pod.labels
-    for value in (labels.get(label_key), labels.get(KOORDINATOR_LABEL)):
+    if labels:
+        value = labels.get(label_key)
+        if value is None:
+            value = labels.get(KOORDINATOR_LABEL)
+        elif value not in _KNOWN:  # not a class Stowage knows: Koordinator's label may say
+            value = labels.get(KOORDINATOR_LABEL, value)
         if value == "BE":
-            return Qos.BE
+            return BE
         if value in LS_VALUES:
-            return Qos.LS
-    return Qos.BE if pod.qos_class == "BestEffort" else Qos.LS
+            return LS
+    return BE if pod.qos_class == "BestEffort" else LS
+
+
+_KNOWN: Final = LS_VALUES | {"BE"}

@@ -23,9 +23,15 @@ from common.schema import (
     Resources,
 )
 from coordinator import debug
-from coordinator.config import ColocationSettings
+from coordinator.config import ColocationPool, ColocationSettings
 from coordinator.services import SERVICES
-from tests.coordinator.ingest.conftest import IngestRig, MakeRig, report_for, settings_with
+from tests.coordinator.ingest.conftest import (
+    IngestRig,
+    MakeRig,
+    node_json,
+    report_for,
+    settings_with,
+)
 
 NONE = Resources(cpu_m=0, mem_b=0, gpu=0, hugepages_b=0)
 
@@ -187,3 +193,42 @@ async def test_debug_colocation_says_why_be_is_throttled(
     assert (await missing.json()) == {"error": "node nope is not known"}
     rig.cluster.colocation.elected = True
     assert (await (await client.get("/debug/colocation")).json())["leading"] is False
+
+
+def throttled_gauge(rig: IngestRig) -> float | None:
+    return rig.services.metrics.registry.get_sample_value("stowage_be_throttled_nodes")
+
+
+async def test_the_throttled_nodes_gauge_follows_changes(rig: IngestRig) -> None:
+    for node, token in (("node-a", "token-of-node-a"), ("node-b", "token-of-node-b")):
+        resp = await rig.post(colocated(node, 45.0, seq=1), token=token)
+        assert resp.status == 200
+    rig.clock.advance(10.0)
+    for node, token in (("node-a", "token-of-node-a"), ("node-b", "token-of-node-b")):
+        resp = await rig.post(colocated(node, 47.5, seq=2), token=token)
+        assert resp.status == 200
+    assert throttled_gauge(rig) == 2
+    rig.clock.advance(10.0)  # tightened again: still one throttled node each
+    assert (await answer(rig, colocated("node-a", 47.5, seq=3))).be_cpu_quota_m == 22_150
+    assert throttled_gauge(rig) == 2
+    rig.cluster.remove_node("node-b")
+    assert throttled_gauge(rig) == 1
+    rig.clock.advance(61.0)
+    rig.cluster.expire()
+    assert throttled_gauge(rig) == 0
+
+
+async def test_a_node_relabelled_into_another_pool_takes_its_settings(make_rig: MakeRig) -> None:
+    eager = ColocationPool(name="eager", selector={"tier": "online"}, tighten_after_s=1.0)
+    settings = dataclasses.replace(settings_with(), colocation=ColocationSettings(pools=(eager,)))
+    rig = await make_rig(settings)
+    colocation = rig.cluster.colocation
+    assert colocation.pool_of("node-a").name == "default"
+    labels = {"kubernetes.io/hostname": "node-a", "tier": "online"}
+    rig.cluster.upsert_node(
+        {**node_json("node-a"), "metadata": {"name": "node-a", "labels": labels}}
+    )
+    assert colocation.pool_of("node-a").name == "eager"
+    await answer(rig, colocated("node-a", 45.0, seq=1))
+    rig.clock.advance(1.0)
+    assert (await answer(rig, colocated("node-a", 45.0, seq=2))).be_cpu_quota_m == 40_000
