@@ -18,20 +18,23 @@ import random
 import signal
 import socket
 import sys
+from pathlib import Path
 from typing import Any, BinaryIO
 
+from agent import cgroups, registry
 from agent import metrics as agent_metrics
-from agent import registry
 from agent.collectors.base import Collector, Runner
+from agent.colocation import BeThrottle, DirectivesSource
+from agent.enforcer import Enforcer
 from agent.fanout import FanOutReporter
 from agent.hostpaths import HostPaths
 from agent.metrics import AgentMetrics
 from agent.reporter import Reporter
-from agent.settings import AgentSettings, PodsSettings, ReporterSettings
+from agent.settings import AgentSettings, EnforcerSettings, PodsSettings, ReporterSettings
 from common import codec
 from common.clock import Clock, SystemClock
 from common.errors import ConfigError, HostPathError
-from common.schema import SCHEMA_VERSION, SECTIONS, Absent, NodeReport
+from common.schema import SCHEMA_VERSION, SECTIONS, Absent, NodeReport, PodsSection
 from common.version import version
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,8 @@ class Agent:
         }
         self._runner = Runner(metrics, settings.collector_timeout_s)
         self._seq = 0
+        self.throttle: BeThrottle | None = None
+        """The colocation side (``--enforce``): sees each pods section, reports what it applied."""
 
     async def collect(self) -> NodeReport:
         """Run every collector, one after another, and assemble one report."""
@@ -61,7 +66,13 @@ class Agent:
             spec = registry.COLLECTORS[name]
             sections[name] = await self._runner.run_one(collector, isolated=spec.isolated)
         self._seq += 1
+        enforcement = None
+        if self.throttle is not None:
+            pods = sections.get("pods")
+            self.throttle.pods_seen(pods if isinstance(pods, PodsSection) else None)
+            enforcement = self.throttle.status()
         return NodeReport(
+            enforcement=enforcement,
             schema_version=SCHEMA_VERSION,
             node=self.settings.node_name,
             agent_version=version(),
@@ -115,6 +126,9 @@ async def run_loop(
     if metrics_at is not None:
         metrics_listener = await agent_metrics.serve(agent.metrics, *metrics_at)
     await reporter.start()
+    colocation = None
+    if agent.throttle is not None:
+        colocation = asyncio.create_task(agent.throttle.run(), name="stowage-colocation")
     log.info(
         "agent for node %s reporting to %s every %g s",
         agent.settings.node_name,
@@ -134,6 +148,9 @@ async def run_loop(
             elapsed = loop.time() - started
             delay = max(0.0, interval * (1 + rng.uniform(-jitter, jitter)) - elapsed)
     finally:
+        if colocation is not None:  # its end restores the node's defaults (SIGTERM)
+            colocation.cancel()
+            await asyncio.gather(colocation, return_exceptions=True)
         await reporter.stop()
         if metrics_listener is not None:
             await metrics_listener.stop()
@@ -191,6 +208,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--kubelet-ca-file", help="CA bundle for the kubelet's certificate")
     add("--kubelet-token-file", help="bearer token file for the kubelet")
     add("--metrics-listen", metavar="HOST:PORT", help="serve /metrics and /healthz here")
+    add(
+        "--enforce",
+        action="store_true",
+        help="apply the coordinator's best-effort CPU quota to this node's cgroups (loop mode)",
+    )
+    add(
+        "--enforcer-journal",
+        default="/var/lib/stowage/enforcer.json",
+        help="where the original cgroup values are kept until restored (survives restarts)",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> AgentSettings:
@@ -219,7 +246,61 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             fan_out=args.fan_out,
             refresh_reports=args.refresh,
         ),
+        enforcer=EnforcerSettings(enabled=args.enforce, journal=args.enforcer_journal),
     )
+
+
+async def _serve(
+    agent: Agent,
+    settings: AgentSettings,
+    clock: Clock,
+    metrics: AgentMetrics,
+    metrics_at: tuple[str, int] | None,
+) -> int:
+    """Loop mode: the reporter, and with ``--enforce`` the colocation side wired to it."""
+    reporter: Reporter | FanOutReporter
+
+    def hook() -> None:
+        if agent.throttle is not None:
+            agent.throttle.directives_arrived()
+
+    if settings.reporter.fan_out:
+        reporter = FanOutReporter(
+            settings.reporter,
+            metrics=metrics,
+            clock=clock,
+            on_directives=hook,
+        )
+    else:
+        reporter = Reporter(
+            settings.reporter,
+            metrics=metrics,
+            clock=clock,
+            on_directives=hook,
+        )
+    if settings.enforcer.enabled:
+        agent.throttle = start_enforcing(settings, clock, reporter.current_directives)
+    return await run_loop(agent, reporter, random.Random(), metrics_at)
+
+
+def start_enforcing(
+    settings: AgentSettings, clock: Clock, directives: DirectivesSource
+) -> BeThrottle | None:
+    """The enforcer over this node's pods tree, after restoring what a previous run left.
+
+    None (and a warning) where there is no kubepods tree: nothing to enforce on.
+    """
+    layout = cgroups.detect(settings.paths.cgroup)
+    if layout is None:
+        log.warning(
+            "--enforce: no kubepods cgroup tree under %s; not enforcing", settings.paths.cgroup
+        )
+        return None
+    enforcer = Enforcer(layout, Path(settings.enforcer.journal), clock)
+    recovered = enforcer.recover()  # a crashed or SIGKILLed predecessor's changes
+    if recovered.error:
+        log.error("enforcer: restoring the previous run's values: %s", recovered.error)
+    return BeThrottle(enforcer, clock, directives, layout)
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -253,12 +334,7 @@ def main(args: argparse.Namespace) -> int:
             report = asyncio.run(collect_once(agent, args.sample_window))
             write_report(report, args.output, sys.stdout.buffer)
             return 0
-        reporter: Reporter | FanOutReporter
-        if settings.reporter.fan_out:
-            reporter = FanOutReporter(settings.reporter, metrics=metrics, clock=clock)
-        else:
-            reporter = Reporter(settings.reporter, metrics=metrics, clock=clock)
-        return asyncio.run(run_loop(agent, reporter, random.Random(), metrics_at))
+        return asyncio.run(_serve(agent, settings, clock, metrics, metrics_at))
     except ConfigError as e:  # found when the reporter starts: its TLS settings
         print(f"stowage agent: error: {e}", file=sys.stderr)
         return 2

@@ -83,6 +83,17 @@ class ReporterSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EnforcerSettings:
+    enabled: bool = False
+    """Apply the coordinator's best-effort CPU quota to this node's cgroups. Off for a
+    hand-run agent; the DaemonSet turns it on. Even on, nothing is written until a
+    directive carries a quota or local bounds (the coordinator decides, leader only)."""
+    journal: str = "/var/lib/stowage/enforcer.json"
+    """Original values of every file changed, kept on a hostPath so a restarted agent
+    (after a crash or SIGKILL) restores them."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AgentSettings:
     paths: HostPaths
     node_name: str
@@ -95,6 +106,7 @@ class AgentSettings:
     """Enabled collectors, in report order; empty = every default-enabled collector."""
     pods: PodsSettings = field(default_factory=PodsSettings)
     reporter: ReporterSettings = field(default_factory=ReporterSettings)
+    enforcer: EnforcerSettings = field(default_factory=EnforcerSettings)
 
     def __post_init__(self) -> None:
         if not self.node_name:

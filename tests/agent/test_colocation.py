@@ -13,6 +13,9 @@ from msgspec import structs
 
 from agent.colocation import BeThrottle
 from agent.enforcer import Applied, BePod, Enforcer
+from agent.hostpaths import HostPaths
+from agent.main import start_enforcing
+from agent.settings import AgentSettings, EnforcerSettings
 from common.clock import SystemClock
 from common.schema import (
     SCHEMA_VERSION,
@@ -227,3 +230,26 @@ async def test_fast_path_onset_to_be_quota_on_real_cgroups(real_cgroup_tree: Rea
         await asyncio.gather(task, return_exceptions=True)
     assert quota_file.read_text().strip() == original  # the loop's end restored it
     assert enforcer.pending() == {}
+
+
+def test_start_enforcing_restores_what_a_killed_agent_left(real_cgroup_tree: RealCgroupTree):
+    """A predecessor throttled BE and died without restoring (SIGKILL): start-up puts the
+    original values back from the journal before anything else."""
+    tree = real_cgroup_tree
+    tree.pod(BE_UID, "BestEffort")
+    quota_file = tree.layout.pods_dir("besteffort", "cpu") / "cpu.cfs_quota_us"
+    original = quota_file.read_text().strip()
+    journal = tree.root.parent / "journal.json"
+    killed = Enforcer(tree.layout, journal, FakeClock())
+    killed.apply(400, [BePod(BE_UID, "BestEffort", 0)])
+    assert quota_file.read_text().strip() != original
+    paths = HostPaths(proc=Path("/proc"), sys=Path("/sys"), cgroup=tree.root)
+    settings = AgentSettings(
+        paths=paths,
+        node_name="node-a",
+        enforcer=EnforcerSettings(enabled=True, journal=str(journal)),
+    )
+    throttle = start_enforcing(settings, FakeClock(), lambda: None)
+    assert throttle is not None
+    assert quota_file.read_text().strip() == original
+    assert throttle.status().be_cpu_quota_m is None
