@@ -422,7 +422,9 @@ class Stack:
             "agent", "--coordinator", self.url, "--token-file", self.token_file,
             "--node-name", NODE, "--interval", str(interval_s), "--jitter", "0",
             "--cgroup-root", str(cgroup_root), "--pods-source", "apiserver",
-            "--kubeconfig", str(self.kubeconfig()), *extra,
+            "--kubeconfig", str(self.kubeconfig()),
+            "--enforce", "--enforcer-journal", str(self.workdir / "enforcer-journal.json"),
+            *extra,
         )  # fmt: skip
         self.agent, self.agent_log = proc, log
 
@@ -431,6 +433,11 @@ class Stack:
         text = http("GET", f"{self.url}/metrics")
         found = re.search(r'^stowage_reports_total\{outcome="accepted"\} (\S+)$', text, re.M)
         return float(found[1]) if found else 0.0
+
+    def colocation(self) -> dict[str, Any]:
+        """``/debug/colocation`` for the node: the coordinator's throttle and its reason."""
+        found: dict[str, Any] = http("GET", f"{self.url}/debug/colocation?node={NODE}")
+        return found
 
     def node_annotations(self) -> dict[str, str]:
         """The node's annotations as the emulated API server holds them."""
