@@ -11,10 +11,14 @@ and its agent, hearing nothing valid, returns to the defaults after the directiv
 Only the leader's decisions leave the process. Every replica steps every node (agents
 report to all replicas), so a replica that takes over holds the same throttles the old
 leader had from the same reports; the directives it answers are the only thing that
-changes hands. A follower answers with ``ttl_s`` 0: an agent keeps, among the answers of
-all replicas, the newest one still valid (:mod:`agent.fanout`), and an answer valid for no
-time at all is never that one — the agent follows the leader. Without leader election
-(one replica, tests) the replica is its own leader.
+changes hands. A follower answers with ``ttl_s`` 0: an agent follows, among the answers
+of all replicas, one still valid (:mod:`agent.fanout`), and an answer valid for no time at
+all never is — the agent follows the leader. A replica that stops leading answers so from
+its next report on, which replaces its earlier answer at the agent. Without leader
+election (one replica, tests) the replica is its own leader. With more than one replica,
+agents must fan out (``--fan-out``, as the DaemonSet runs them): an agent reaching one
+replica at random through a Service would hold the leader's throttle only while the leader
+happened to answer it.
 """
 
 from __future__ import annotations
