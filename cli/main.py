@@ -48,6 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan_cli.add_arguments(plan)
     plan.set_defaults(run=plan_cli.main)
+
+    from cli import colocation as colocation_cli
+
+    colocation = sub.add_parser(
+        "colocation", help="why each node's best-effort pods are CPU-throttled now"
+    )
+    colocation_cli.add_arguments(colocation)
+    colocation.set_defaults(run=colocation_cli.main)
     return parser
 
 
