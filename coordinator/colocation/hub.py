@@ -23,7 +23,6 @@ happened to answer it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -200,39 +199,9 @@ class Colocation:
             }
         return answer
 
-    # --------------------------------------------------------------- events
-
-    async def write_events(
-        self, recorder: Any, leader: asyncio.Event, period_s: float = 1.0
-    ) -> None:
-        """The leader's Event writer: one Event per throttle change, on the Node. While
-        not leading, changes are dropped (the leader of their time told them, or nobody
-        should: a follower's steps are only to be warm)."""
-        from coordinator.kube.events import EventType, ObjectRef
-
-        while True:
-            if not leader.is_set():
-                self.pending.clear()
-                await leader.wait()
-            while self.pending:
-                node, throttle = self.pending.popleft()
-                kind = (
-                    EventType.WARNING if throttle.change is Change.TIGHTENED else EventType.NORMAL
-                )
-                message = f"best-effort CPU quota {_quota(throttle.quota_m)}: {throttle.reason}"
-                await asyncio.to_thread(
-                    recorder.record, ObjectRef.node(node), kind, _REASONS[throttle.change], message
-                )
-            await asyncio.sleep(period_s)
-
 
 _OFF: Final = ColocationPool(name="off", enabled=False)
 _UNCHANGED: Final = Change.NONE
-_REASONS: Final = {
-    Change.TIGHTENED: "BestEffortThrottled",
-    Change.RELAXED: "BestEffortRelaxed",
-    Change.RELEASED: "BestEffortReleased",
-}
 
 
 def _quota(quota_m: int | None) -> str:

@@ -15,6 +15,7 @@ from coordinator.colocation.controller import Change, Throttle
 from coordinator.colocation.hub import Colocation
 from coordinator.config import ColocationSettings, EventSettings
 from coordinator.kube.client import api_client
+from coordinator.kube.colocation_events import write_events
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.leader import Fence
 from coordinator.metrics import CoordinatorMetrics
@@ -66,7 +67,7 @@ async def test_each_change_is_an_event_on_its_node(kube: KubeApi, recorder: Even
     leader.set()
     hub.pending.append(("w1", change(4000, Change.TIGHTENED, "tightened: LS stall 40% >= 30%")))
     hub.pending.append(("w1", change(None, Change.RELEASED, "no fresh report: released")))
-    task = asyncio.create_task(hub.write_events(recorder, leader, period_s=0.01))
+    task = asyncio.create_task(write_events(hub, recorder, leader, period_s=0.01))
     try:
         await until(lambda: len(kube.store.list(EVENTS, NAMESPACE)[0]) == 2)
     finally:
@@ -107,7 +108,7 @@ async def test_a_follower_writes_no_event_and_drops_its_changes(
     hub = Colocation(ColocationSettings(), 60.0, CoordinatorMetrics())
     leader = asyncio.Event()
     hub.pending.append(("w1", change(4000, Change.TIGHTENED, "tightened")))
-    task = asyncio.create_task(hub.write_events(recorder, leader, period_s=0.01))
+    task = asyncio.create_task(write_events(hub, recorder, leader, period_s=0.01))
     try:
         await until(lambda: not hub.pending)
         # Taking over later: the follower-time change is not told as if it were new.
