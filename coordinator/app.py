@@ -26,7 +26,7 @@ from coordinator.eviction.cycle import Cycle
 from coordinator.eviction.executor import Executor
 from coordinator.extender import kube as kube_extender
 from coordinator.extender import volcano as volcano_extender
-from coordinator.kube import events, evictions, leader, publisher, watches
+from coordinator.kube import colocation_events, events, evictions, leader, publisher, watches
 from coordinator.services import SERVICES, Services
 
 log = logging.getLogger(__name__)
@@ -238,7 +238,8 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
     colocation.elected = True
     tasks.append(
         asyncio.create_task(
-            colocation.write_events(recorder, services.leader), name="stowage-colocation-events"
+            colocation_events.write_events(colocation, recorder, services.leader),
+            name="stowage-colocation-events",
         )
     )
     yield
