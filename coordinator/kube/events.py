@@ -19,7 +19,8 @@ show it next to kubelet's own.
   limit, before they leave the process.
 * **Where.** An Event about a namespaced object (a pod) goes to that object's namespace,
   as the API server requires; one about a cluster-scoped object (a Node) goes to the
-  coordinator's own namespace (``kube.namespace``), the one its Role may write Events in.
+  coordinator's own namespace (``kube.namespace``). The ClusterRole grants ``create`` on
+  Events in every namespace for the first case.
   ``kubectl describe node`` searches every namespace, so it shows them.
 
 A failed write is logged once per kind of failure and counted; it never raises to the
