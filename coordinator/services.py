@@ -15,7 +15,7 @@ from aiohttp import web
 
 from common.clock import Clock
 from coordinator.config import CoordinatorSettings
-from coordinator.eviction.decisions import DecisionLog
+from coordinator.decisionlog import DecisionLog
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 

@@ -21,7 +21,7 @@ here, whatever the planner already checked:
   nothing; decisions, Events, metrics and ``/debug/evictions`` read as for real, and the
   cooldowns and loop records are spent alike, so the preview is what a real run does.
 
-Every decision: a line in :class:`~coordinator.eviction.decisions.DecisionLog`, a metric
+Every decision: a line in :class:`~coordinator.decisionlog.DecisionLog`, a metric
 and an Event (on the victim, and on the pending pod or the node). A refusal is told by
 Event once per subject and kind of refusal, not every cycle.
 """
@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from common import annotations as ann
 from common.clock import Clock
 from coordinator.config import EvictionSettings
-from coordinator.eviction.decisions import Decision, DecisionLog
+from coordinator.decisionlog import Decision, DecisionLog
 from coordinator.eviction.guards import Cooldowns, CycleCaps, Replacements
 from coordinator.eviction.plan import Plan, Refusal, Victim
 from coordinator.kube.client import KubeError

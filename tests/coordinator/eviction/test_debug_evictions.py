@@ -8,7 +8,7 @@ from aiohttp import web
 
 from coordinator import debug
 from coordinator.config import CoordinatorSettings
-from coordinator.eviction.decisions import Decision
+from coordinator.decisionlog import Decision
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.services import SERVICES, Services

@@ -13,8 +13,8 @@ import pytest
 from kubernetes import client
 
 from coordinator.config import CoordinatorSettings, EventSettings, PolicySettings
+from coordinator.decisionlog import DecisionLog
 from coordinator.eviction.cycle import Cycle
-from coordinator.eviction.decisions import DecisionLog
 from coordinator.eviction.executor import Executor
 from coordinator.kube.client import api_client
 from coordinator.kube.events import EventRecorder

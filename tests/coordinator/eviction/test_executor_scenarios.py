@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from coordinator.config import EventSettings, EvictionSettings
-from coordinator.eviction.decisions import DecisionLog
+from coordinator.decisionlog import DecisionLog
 from coordinator.eviction.executor import APPROVE_KEY, PLAN_KEY, Executor, plan_id
 from coordinator.eviction.plan import Level, Plan, Victim
 from coordinator.kube.client import api_client
