@@ -75,3 +75,53 @@ def test_load_file_rejects_invalid_yaml(tmp_path):
     with pytest.raises(ConfigError, match="invalid YAML"):
         load_file(CoordinatorSettings, path)
     assert load_file(CoordinatorSettings, None) == CoordinatorSettings()
+
+
+@pytest.mark.parametrize(
+    ("evictions", "key"),
+    [
+        ({"cycle_s": 0}, "evictions.cycle_s"),
+        ({"cooldown_s": -1}, "evictions.cooldown_s"),
+        ({"max_evictions_per_s": 0}, "evictions.max_evictions_per_s"),
+        ({"approval_ttl_s": 0}, "evictions.approval_ttl_s"),
+        ({"pressure_for_s": float("nan")}, "evictions.pressure_for_s"),
+        ({"max_per_cycle": 0}, "evictions.max_per_cycle"),
+        ({"max_per_node_per_cycle": 0}, "evictions.max_per_node_per_cycle"),
+        ({"max_per_namespace_per_cycle": -3}, "evictions.max_per_namespace_per_cycle"),
+        ({"eviction_burst": 0}, "evictions.eviction_burst"),
+        ({"pressure_full_avg10_pct": 0}, "evictions.pressure_full_avg10_pct"),
+        ({"pressure_full_avg10_pct": 101}, "evictions.pressure_full_avg10_pct"),
+        ({"pressure_full_avg10_pct": float("nan")}, "evictions.pressure_full_avg10_pct"),
+        ({"unknown_work_s": 0}, "evictions.unknown_work_s"),
+        ({"max_candidates_per_node": 0}, "evictions.max_candidates_per_node"),
+        ({"min_level_gap": 0}, "evictions.min_level_gap"),
+        ({"min_level_gap": 4}, "evictions.min_level_gap"),
+        ({"level_min_priority": {"urgent": 5}}, "evictions.level_min_priority"),
+        ({"level_min_priority": {"medium": 5, "high": 1}}, "evictions.level_min_priority"),
+        ({"level_min_priority": {"high": 10, "critical": 9}}, "evictions.level_min_priority"),
+        ({"enabled": "yes"}, "evictions.enabled"),
+        ({"cooldown_s": "soon"}, "evictions.cooldown_s"),
+        ({"queue_weights": {"team-a": "heavy"}}, "evictions.queue_weights"),
+        ({"max_per_cycles": 3}, "evictions.max_per_cycles"),
+    ],
+)
+def test_bad_eviction_settings_name_the_key(evictions, key):
+    with pytest.raises(ConfigError) as info:
+        build(CoordinatorSettings, {"evictions": evictions})
+    assert key in str(info.value)
+
+
+def test_eviction_settings_at_their_bounds_are_taken():
+    settings = build(
+        CoordinatorSettings,
+        {
+            "evictions": {
+                "pressure_full_avg10_pct": 100,
+                "min_level_gap": 3,
+                "max_per_cycle": 1,
+                "level_min_priority": {"medium": 7, "high": 7},
+            }
+        },
+    ).evictions
+    assert settings.pressure_full_avg10_pct == 100.0 and settings.min_level_gap == 3
+    assert settings.max_per_cycle == 1 and settings.level_min_priority == {"medium": 7, "high": 7}
