@@ -84,6 +84,7 @@ def test_load_file_rejects_invalid_yaml(tmp_path):
         ({"cooldown_s": -1}, "evictions.cooldown_s"),
         ({"max_evictions_per_s": 0}, "evictions.max_evictions_per_s"),
         ({"approval_ttl_s": 0}, "evictions.approval_ttl_s"),
+        ({"pressure_for_s": 0}, "evictions.pressure_for_s"),
         ({"pressure_for_s": float("nan")}, "evictions.pressure_for_s"),
         ({"max_per_cycle": 0}, "evictions.max_per_cycle"),
         ({"max_per_node_per_cycle": 0}, "evictions.max_per_node_per_cycle"),
