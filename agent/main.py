@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 from agent import cgroups, registry
 from agent import metrics as agent_metrics
 from agent.collectors.base import Collector, Runner
+from agent.collectors.pods import PodsCollector
 from agent.colocation import BeThrottle, DirectivesSource
 from agent.enforcer import Enforcer
 from agent.fanout import FanOutReporter
@@ -66,6 +67,10 @@ class Agent:
             spec = registry.COLLECTORS[name]
             sections[name] = await self._runner.run_one(collector, isolated=spec.isolated)
         self._seq += 1
+        pod_usage = None
+        pods_collector = self._collectors.get(PodsCollector.name)
+        if isinstance(pods_collector, PodsCollector) and isinstance(sections["pods"], PodsSection):
+            pod_usage = pods_collector.pod_usage  # measured with this very section
         enforcement = None
         if self.throttle is not None:
             pods = sections.get("pods")
@@ -73,6 +78,7 @@ class Agent:
             enforcement = self.throttle.status()
         return NodeReport(
             enforcement=enforcement,
+            pod_usage=pod_usage,
             schema_version=SCHEMA_VERSION,
             node=self.settings.node_name,
             agent_version=version(),

@@ -18,9 +18,11 @@ counter that went backwards (the cgroup was recreated) starts a new baseline ins
 reporting a negative figure. Only pods present this cycle are remembered, so the memory
 held is bounded by the node's pods.
 
-Measured usage changes every cycle, so a pods section carrying it differs from the last one
-delivered and goes out with every report (see :mod:`agent.reportdelta`): the coordinator
-needs fresh per-pod stall each cycle to decide throttles.
+Measured usage changes every cycle while the pods themselves seldom do, so it goes in its
+own report field (:attr:`~common.schema.NodeReport.pod_usage`, by pod UID), sent with every
+report: the coordinator needs fresh per-pod stall each cycle to decide throttles, and the
+pods section stays equal to the last one delivered and goes as ``unchanged``
+(:mod:`agent.reportdelta`).
 """
 
 from __future__ import annotations
@@ -28,8 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
-
-from msgspec import structs
 
 from agent import cgroups
 from agent.collectors.base import CollectorError, read_optional
@@ -56,20 +56,20 @@ class PodUsageSampler:
         self._clock = clock
         self._prev: dict[str, _Sample] = {}
 
-    def sample(self, pods: list[PodInfo]) -> list[PodInfo]:
-        """``pods`` with ``usage`` filled in where the pod's cgroup could be read."""
+    def sample(self, pods: list[PodInfo]) -> dict[str, PodUsage] | None:
+        """The use of each of ``pods`` whose cgroup could be read, by UID; None when this
+        host has no kubepods cgroup tree to read."""
         layout = self._layout.get()
         if layout is None:
             self._prev = {}
-            return pods
+            return None
         now = self._clock.monotonic()
         current: dict[str, _Sample] = {}
-        out: list[PodInfo] = []
+        out: dict[str, PodUsage] = {}
         for pod in pods:
             cpu_us = _cpu_usage_us(layout, pod)
             pressure = _cpu_pressure(layout, pod)
             if cpu_us is None and pressure is None:
-                out.append(pod)
                 continue
             avg10, stall_us = pressure if pressure is not None else (None, None)
             sample = _Sample(now, cpu_us, stall_us)
@@ -82,8 +82,9 @@ class PodUsageSampler:
                     cpu_m = round((cpu_us - prev.cpu_us) * 1000 / dt_us)
                 if stall_us is not None and prev.stall_us is not None and stall_us >= prev.stall_us:
                     rate_pct = min(100.0, 100.0 * (stall_us - prev.stall_us) / dt_us)
-            usage = PodUsage(cpu_m=cpu_m, cpu_some_avg10_pct=avg10, cpu_some_rate_pct=rate_pct)
-            out.append(structs.replace(pod, usage=usage))
+            out[pod.uid] = PodUsage(
+                cpu_m=cpu_m, cpu_some_avg10_pct=avg10, cpu_some_rate_pct=rate_pct
+            )
         self._prev = current
         return out
 

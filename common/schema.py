@@ -440,9 +440,12 @@ class Resources(_Record):
     )
 
 
-class PodUsage(_Record):
+class PodUsage(_Record, array_like=True):
     """Measured from the pod's own cgroup, this cycle: what the colocation controller reads
-    to tell latency-sensitive stall from best-effort use (issue 10)."""
+    to tell latency-sensitive stall from best-effort use.
+
+    Sent every report for every pod (:attr:`NodeReport.pod_usage`), so it goes on the wire
+    as a three-item array rather than a map: the field names would be most of its bytes."""
 
     cpu_m: MilliCPU | None
     """CPU used over the last interval (``cpuacct.usage`` / ``cpu.stat usage_usec`` delta);
@@ -469,7 +472,6 @@ class PodInfo(_Record, omit_defaults=True):
     requests: Resources
     limits: Resources
     labels: Annotated[dict[Name, Text], Meta(max_length=64)]
-    usage: PodUsage | None = None
 
 
 class PodsSection(_Record):
@@ -502,8 +504,8 @@ class Enforcement(_Record):
 class NodeReport(_Record, omit_defaults=True):
     """One agent's report for one cycle. ``seq`` grows by one per report from an agent run.
 
-    ``enforcement`` has a default and is left off the wire while it holds it, so a report
-    from an agent without an enforcer is byte-for-byte what it was."""
+    ``enforcement`` and ``pod_usage`` have defaults and are left off the wire while they
+    hold them, so a report from an agent without them is byte-for-byte what it was."""
 
     schema_version: Version
     node: Name
@@ -518,6 +520,13 @@ class NodeReport(_Record, omit_defaults=True):
     usage: UsageSection | Absent
     pods: PodsSection | Absent
     enforcement: Enforcement | None = None
+    pod_usage: Annotated[dict[Name, PodUsage], Meta(max_length=MAX_ITEMS)] | Absent | None = None
+    """Each pod's measured use this cycle, by pod UID; only pods whose cgroup was read.
+
+    Kept out of the pods section because it changes every cycle and the pods section does
+    not: with it inside, the section would differ from the last one delivered each time
+    and could never go as ``unchanged`` (:mod:`agent.reportdelta`). None: the agent does
+    not measure it (an older agent, or no pods section); absent: it could not this cycle."""
 
 
 MAX_BE_PODS: Final = 512

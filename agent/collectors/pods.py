@@ -41,7 +41,7 @@ from agent.settings import AgentSettings, PodsSettings
 from common import codec, podspec
 from common.clock import Clock
 from common.errors import QuantityError, SchemaError
-from common.schema import PodInfo, PodsSection, Resources
+from common.schema import Absent, PodInfo, PodsSection, PodUsage, Resources
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -84,7 +84,10 @@ class PodsCollector:
     ) -> None:
         self._settings = settings
         self._usage = usage
-        """Fills each pod's measured usage from its cgroup; None leaves ``usage`` unset."""
+        """Measures each pod's use from its cgroup; None: not measured."""
+        self.pod_usage: dict[str, PodUsage] | Absent | None = None
+        """The use of the pods of the section :meth:`collect` last returned, read in the
+        same call (the report's ``pod_usage``); None while not measured."""
         self._node = node_name
         self._clock = clock
         self._environ = os.environ if environ is None else environ
@@ -101,7 +104,8 @@ class PodsCollector:
             raise base.CollectorError(f"pods: {source} sent an invalid PodList: no items list")
         infos = self._pod_infos(items)
         if self._usage is not None:
-            infos = self._usage.sample(infos)
+            usage = self._usage.sample(infos)
+            self.pod_usage = Absent("no-kubepods-cgroup") if usage is None else usage
         return PodsSection(measured_at=measured_at, source=source, pods=infos)
 
     def close(self) -> None:

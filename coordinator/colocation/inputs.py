@@ -1,29 +1,40 @@
 """What one report says for the colocation controller, built once per accepted report.
 
-One pass over the pods section: each pod classified (:mod:`~coordinator.colocation.qos`),
-the LS pods' largest per-cgroup CPU stall, the LS and BE pods' measured CPU use, and the
-UIDs of the BE pods a quota applies to. Where no LS pod reports its own stall (cgroup v1,
-a kernel without per-cgroup PSI, an agent without per-pod signals) the node's own
-``cpu some avg10`` stands in; where the node has no PSI at all, there is no pressure and
+One pass over the pods section: each pod classified (:mod:`~coordinator.colocation.qos`)
+and the UIDs of the BE pods a quota applies to. Then one pass over the report's per-pod
+use (``pod_usage``, by UID), joined with those classes: the LS pods' largest per-cgroup
+CPU stall and the LS and BE pods' measured CPU use. Where no LS pod reports its own stall
+(cgroup v1, a kernel without per-cgroup PSI, an agent without per-pod signals) the node's
+own ``cpu some avg10`` stands in; where the node has no PSI at all, there is no pressure and
 the controller falls back to usage watermarks.
 
-Pods that finished (Succeeded, Failed) are left out; so is everything past
-:data:`~common.schema.MAX_BE_PODS` BE pods (a node with more is misconfigured).
+Pods that finished (Succeeded, Failed) are left out, and the quota's list of BE pods stops at
+:data:`~common.schema.MAX_BE_PODS` (a node with more is misconfigured).
 
 Between whole reports an agent sends its pods section as the absent reason ``unchanged``
-when it equals the one last delivered (:mod:`agent.reportdelta`) — pods and their measured
-use alike, since both are in it — so the pod facts of the node's previous report still
-hold and are carried over; only the node-wide facts are read anew.
+when it equals the one last delivered (:mod:`agent.reportdelta`), so the pod classes of
+the node's previous report still hold and are carried over. The per-pod use comes with
+every report and is joined anew each time, as are the node-wide facts. A UID in
+``pod_usage`` that the pods section does not name (a pod that finished, or one listed
+after the section was taken) counts for neither side.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from common.schema import MAX_BE_PODS, Enforcement, NodeReport, PodInfo, is_absent
+from common.schema import (
+    MAX_BE_PODS,
+    Absent,
+    Enforcement,
+    NodeReport,
+    PodInfo,
+    PodUsage,
+    is_absent,
+)
 from coordinator.colocation.qos import BE, classify
 
 FINISHED: Final = frozenset({"Succeeded", "Failed"})
@@ -47,15 +58,28 @@ class PodFacts:
     """What the pods section says: carried over while the agent says it is unchanged."""
 
     be_pods: tuple[str, ...] = ()
-    ls_pods: int = 0
+    """The BE pods a quota applies to (at most :data:`~common.schema.MAX_BE_PODS`)."""
+    ls_uids: frozenset[str] = frozenset()
+    be_uids: frozenset[str] = frozenset()
+    """Every running BE pod, the capped-off ones too: their use is BE use all the same."""
+
+    @property
+    def ls_pods(self) -> int:
+        return len(self.ls_uids)
+
+
+NO_PODS: Final = PodFacts()
+
+
+@dataclass(frozen=True, slots=True)
+class UsageFacts:
+    """The per-pod use of one report, joined with the pod classes."""
+
     ls_pressure_pct: float | None = None
     ls_used_m: int = 0
     be_used_m: int = 0
     measured: bool = False
-    """Whether any pod reported its CPU use."""
-
-
-NO_PODS: Final = PodFacts()
+    """Whether any classified pod reported its CPU use."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +110,10 @@ def node_input(report: NodeReport, label_key: str, previous: NodeInput | None = 
         pods = previous.pods
     else:
         pods = NO_PODS
+    used = usage_facts(report.pod_usage, pods)
     source, pressure = Source.NONE, None
-    if pods.ls_pressure_pct is not None:
-        source, pressure = Source.LS_PODS, pods.ls_pressure_pct
+    if used.ls_pressure_pct is not None:
+        source, pressure = Source.LS_PODS, used.ls_pressure_pct
     else:
         node = _node_pressure(report)
         if node is not None:
@@ -97,9 +122,9 @@ def node_input(report: NodeReport, label_key: str, previous: NodeInput | None = 
     usage_section = report.usage
     if not is_absent(usage_section) and not is_absent(usage_section.cpu):
         node_used = usage_section.cpu.used_m
-    if pods.measured:
-        ls_usage: int | None = pods.ls_used_m
-        be_usage: int | None = pods.be_used_m
+    if used.measured:
+        ls_usage: int | None = used.ls_used_m
+        be_usage: int | None = used.be_used_m
     else:  # no per-pod use: count the whole node as LS, so BE is judged conservatively
         ls_usage, be_usage = node_used, None
     return NodeInput(
@@ -119,31 +144,42 @@ def node_input(report: NodeReport, label_key: str, previous: NodeInput | None = 
 def pod_facts(pods: Sequence[PodInfo], label_key: str) -> PodFacts:
     """One pass over a pods section."""
     be_pods: list[str] = []
-    ls_pods = 0
-    ls_pressure: float | None = None
-    ls_used = be_used = 0
-    measured = False
+    ls_uids: set[str] = set()
+    be_uids: set[str] = set()
     for pod in pods:
         if pod.phase in FINISHED:
             continue
-        usage = pod.usage
         if classify(pod, label_key) is BE:
             if len(be_pods) < MAX_BE_PODS:
                 be_pods.append(pod.uid)
-            if usage is not None and usage.cpu_m is not None:
-                be_used += usage.cpu_m
+            be_uids.add(pod.uid)
+        else:
+            ls_uids.add(pod.uid)
+    return PodFacts(tuple(be_pods), frozenset(ls_uids), frozenset(be_uids))
+
+
+def usage_facts(usage: Mapping[str, PodUsage] | Absent | None, pods: PodFacts) -> UsageFacts:
+    """One pass over a report's per-pod use, each UID looked up in ``pods``' classes."""
+    if usage is None or is_absent(usage):
+        return UsageFacts()
+    ls_pressure: float | None = None
+    ls_used = be_used = 0
+    measured = False
+    for uid, use in usage.items():
+        if uid in pods.be_uids:
+            if use.cpu_m is not None:
+                be_used += use.cpu_m
                 measured = True
             continue
-        ls_pods += 1
-        if usage is None:
+        if uid not in pods.ls_uids:
             continue
-        if usage.cpu_m is not None:
-            ls_used += usage.cpu_m
+        if use.cpu_m is not None:
+            ls_used += use.cpu_m
             measured = True
-        stall = usage.cpu_some_avg10_pct
+        stall = use.cpu_some_avg10_pct
         if stall is not None and (ls_pressure is None or stall > ls_pressure):
             ls_pressure = stall
-    return PodFacts(tuple(be_pods), ls_pods, ls_pressure, ls_used, be_used, measured)
+    return UsageFacts(ls_pressure, ls_used, be_used, measured)
 
 
 def _node_pressure(report: NodeReport) -> float | None:

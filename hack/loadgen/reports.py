@@ -12,7 +12,8 @@ for the same report, which the tests check.
 
 ``--refresh N`` sends what agents with the same setting send once their pods stop
 changing: every N-th report of a node whole, the others with ``unchanged`` pods and no
-memory-contiguity detail (:mod:`agent.reportdelta`). The default is the agent's own (30);
+memory-contiguity detail (:mod:`agent.reportdelta`); every report carries each pod's
+measured use (``pod_usage``), as agents' reports do. The default is the agent's own (30);
 0 sends every report whole.
 
 ``--concurrency`` requests are in flight at any time, over that many keep-alive
@@ -68,6 +69,7 @@ from common.schema import (
     NumaSection,
     PodInfo,
     PodsSection,
+    PodUsage,
     PsiGroup,
     PsiLine,
     PsiResource,
@@ -358,12 +360,28 @@ def _pods(now: float, count: int) -> PodsSection:
     return PodsSection(measured_at=now, source="apiserver", pods=pods)
 
 
+def _pod_usage(pods: PodsSection, load: float) -> dict[str, PodUsage]:
+    """What an agent on a cgroup v2 node measures for each pod: CPU use near its request
+    scaled by the node's load, and a stall share (avg10 and this cycle's rate) per pod."""
+    usage = {}
+    for i, pod in enumerate(pods.pods):
+        stall = round(load * (0.4 if pod.qos_class == "Guaranteed" else 0.8) + i % 5, 2)
+        usage[pod.uid] = PodUsage(
+            cpu_m=int(pod.requests.cpu_m * load / 50) + 17 * i,
+            cpu_some_avg10_pct=stall,
+            cpu_some_rate_pct=round(stall * 1.1 + 0.37, 2),
+        )
+    return usage
+
+
 def build_report(
     node: str, *, seq: int = 0, now: float = 1_767_225_600.0, variant: int = 0
 ) -> NodeReport:
-    """A full report of an 8-GPU, 2-NUMA node running ~30 pods; ``variant`` changes the
-    measurements and the pod count (28–35) without changing the shape."""
+    """A full report of an 8-GPU, 2-NUMA node running ~30 pods with their measured use;
+    ``variant`` changes the measurements and the pod count (28–35) without changing the
+    shape."""
     load = 20.0 + 7.5 * variant
+    pods = _pods(now, 28 + variant % 8)
     return NodeReport(
         schema_version=SCHEMA_VERSION,
         node=node,
@@ -376,7 +394,8 @@ def build_report(
         numa=_numa(now),
         gpus=_gpus(now, variant),
         usage=_usage(now, load),
-        pods=_pods(now, 28 + variant % 8),
+        pods=pods,
+        pod_usage=_pod_usage(pods, load),
     )
 
 

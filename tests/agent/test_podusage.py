@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agent.podusage import PodUsageSampler
-from common.schema import PodInfo, Resources
+from common.schema import PodInfo, PodUsage, Resources
 from tests.hosts import FakeClock
 
 UID_A = "aaaaaaaa-0000-4000-8000-000000000001"
@@ -34,6 +34,12 @@ def pod(uid: str, qos: str = "Burstable") -> PodInfo:
         limits=none,
         labels={},
     )
+
+
+def usage_of(sampled: dict[str, PodUsage] | None) -> PodUsage | None:
+    """Pod A's entry of one sample."""
+    assert sampled is not None  # a kubepods tree was found
+    return sampled.get(UID_A)
 
 
 def pressure(avg10: float, total: int) -> str:
@@ -57,15 +63,15 @@ def test_v2_usage_and_stall_from_deltas_first_sample_none(tmp_path: Path):
     (pod_dir / "cpu.pressure").write_text(pressure(12.5, 5_000_000))
     sampler = PodUsageSampler(tmp_path, clock)
     first = sampler.sample([pod(UID_A), pod(UID_B)])
-    assert first[0].usage is not None
-    assert (first[0].usage.cpu_m, first[0].usage.cpu_some_rate_pct) == (None, None)
-    assert first[0].usage.cpu_some_avg10_pct == 12.5
-    assert first[1].usage is None  # no cgroup: pending or gone
+    assert first is not None
+    assert list(first) == [UID_A]  # B has no cgroup (pending or gone): no entry at all
+    assert (first[UID_A].cpu_m, first[UID_A].cpu_some_rate_pct) == (None, None)
+    assert first[UID_A].cpu_some_avg10_pct == 12.5
     clock.advance(2.0)
     # 2 s later: 1.5 s of CPU (750 m) and 0.6 s of stall (30 %).
     (pod_dir / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\n")
     (pod_dir / "cpu.pressure").write_text(pressure(20.0, 5_600_000))
-    usage = sampler.sample([pod(UID_A)])[0].usage
+    usage = usage_of(sampler.sample([pod(UID_A)]))
     assert usage is not None
     assert usage.cpu_m == 750
     assert usage.cpu_some_rate_pct == pytest.approx(30.0)
@@ -82,12 +88,12 @@ def test_a_counter_going_back_starts_a_new_baseline(tmp_path: Path):
     clock.advance(1.0)
     (pod_dir / "cpu.stat").write_text("usage_usec 100\n")  # cgroup recreated
     (pod_dir / "cpu.pressure").write_text(pressure(0, 50))
-    usage = sampler.sample([pod(UID_A)])[0].usage
+    usage = usage_of(sampler.sample([pod(UID_A)]))
     assert usage is not None
     assert (usage.cpu_m, usage.cpu_some_rate_pct) == (None, None)
     clock.advance(1.0)
     (pod_dir / "cpu.stat").write_text("usage_usec 200100\n")
-    usage = sampler.sample([pod(UID_A)])[0].usage
+    usage = usage_of(sampler.sample([pod(UID_A)]))
     assert usage is not None and usage.cpu_m == 200
 
 
@@ -101,7 +107,7 @@ def test_a_pod_gone_for_a_cycle_has_no_stale_baseline(tmp_path: Path):
     sampler.sample([])  # the pod left the list
     clock.advance(1.0)
     (pod_dir / "cpu.stat").write_text("usage_usec 2001000\n")
-    usage = sampler.sample([pod(UID_A)])[0].usage
+    usage = usage_of(sampler.sample([pod(UID_A)]))
     assert usage is not None and usage.cpu_m is None
 
 
@@ -121,7 +127,7 @@ def test_v1_hybrid_reads_cpuacct_and_the_unified_pressure(tmp_path: Path):
     clock.advance(4.0)
     (cpuacct / "cpuacct.usage").write_text("6000000000\n")
     (psi / "cpu.pressure").write_text(pressure(3.0, 400_000))
-    usage = sampler.sample([pod(UID_A, "BestEffort")])[0].usage
+    usage = usage_of(sampler.sample([pod(UID_A, "BestEffort")]))
     assert usage is not None
     assert usage.cpu_m == 500
     assert usage.cpu_some_rate_pct == pytest.approx(10.0)
@@ -134,9 +140,13 @@ def test_pure_v1_has_usage_but_no_pressure(tmp_path: Path):
     (tmp_path / "memory/kubepods").mkdir(parents=True)  # where detection looks on v1
     (cpuacct / "cpuacct.usage").write_text("0\n")
     sampler = PodUsageSampler(tmp_path, clock)
-    usage = sampler.sample([pod(UID_A, "Guaranteed")])[0].usage
+    usage = usage_of(sampler.sample([pod(UID_A, "Guaranteed")]))
     assert usage is not None
     assert (usage.cpu_some_avg10_pct, usage.cpu_some_rate_pct) == (None, None)
+
+
+def test_without_a_kubepods_tree_nothing_is_measured(tmp_path: Path):
+    assert PodUsageSampler(tmp_path, FakeClock()).sample([pod(UID_A)]) is None
 
 
 # ------------------------------------------------------------------ real kernel
@@ -182,7 +192,7 @@ def test_real_cgroup_usage_of_a_busy_process(real_pod_cgroups: tuple[Path, Path,
         for directory in (cpuacct, unified):
             (directory / "cgroup.procs").write_text(str(busy.pid))
         start = int((cpuacct / "cpuacct.usage").read_text())
-        first = sampler.sample([pod(UID_A)])[0].usage
+        first = usage_of(sampler.sample([pod(UID_A)]))
         assert first is not None and first.cpu_m is None
         assert first.cpu_some_avg10_pct is not None  # the cgroup2 tree keeps per-cgroup PSI
         # Wait on the kernel's counter, not on time: ~0.3 s of CPU used.
@@ -190,7 +200,7 @@ def test_real_cgroup_usage_of_a_busy_process(real_pod_cgroups: tuple[Path, Path,
             os.sched_yield()
         used_ns = int((cpuacct / "cpuacct.usage").read_text()) - start
         clock.advance(used_ns / 1e9)  # one CPU's worth over the fake interval
-        usage = sampler.sample([pod(UID_A)])[0].usage
+        usage = usage_of(sampler.sample([pod(UID_A)]))
         assert usage is not None and usage.cpu_m is not None
         assert 900 <= usage.cpu_m <= 1200
     finally:

@@ -8,7 +8,7 @@ import math
 import types
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 import pytest
@@ -20,6 +20,7 @@ from common import codec
 from common.codec import MAX_REPORT_BYTES, decode_directives, decode_report, encode
 from common.errors import SchemaError
 from common.schema import (
+    MAX_ITEMS,
     Absent,
     AllocatableSection,
     CgroupLimits,
@@ -332,7 +333,6 @@ def make_pods() -> PodsSection:
                 requests=requests,
                 limits=limits,
                 labels={"app": "train", "app.kubernetes.io/part-of": "llm", "team": "ünïcødé ✓"},
-                usage=PodUsage(cpu_m=3_250, cpu_some_avg10_pct=31.5, cpu_some_rate_pct=28.25),
             ),
             PodInfo(
                 namespace="kube-system",
@@ -368,7 +368,16 @@ def make_report() -> NodeReport:
         enforcement=Enforcement(
             be_cpu_quota_m=2_000, source="coordinator", applied_at=NOW - 5.0, local_actions=3
         ),
+        pod_usage=make_pod_usage(),
     )
+
+
+POD_1: Final = "6d3c2f1e-0000-4000-8000-000000000001"
+
+
+def make_pod_usage() -> dict[str, PodUsage]:
+    """The first pod of make_pods() measured; the second has no cgroup (no entry)."""
+    return {POD_1: PodUsage(cpu_m=3_250, cpu_some_avg10_pct=31.5, cpu_some_rate_pct=28.25)}
 
 
 def make_sparse_report() -> NodeReport:
@@ -422,23 +431,42 @@ def test_wire_form_of_absent_and_sections() -> None:
     assert data["pods"]["pods"][1]["limits"]["extended"] == {}
     sparse = msgspec.msgpack.decode(encode(make_sparse_report()))
     assert sparse["gpus"] == "nvml-unavailable"
-    # Declaration order; ``enforcement`` at its default stays off the wire.
-    assert list(sparse) == [f for f in NodeReport.__struct_fields__ if f != "enforcement"]
-    assert list(data)[-1] == "enforcement"
+    # Declaration order; ``enforcement`` and ``pod_usage`` at their defaults stay off the wire.
+    defaults = {"enforcement", "pod_usage"}
+    assert list(sparse) == [f for f in NodeReport.__struct_fields__ if f not in defaults]
+    assert list(data)[-2:] == ["enforcement", "pod_usage"]
     assert data["enforcement"]["error"] is None
-    assert "usage" not in data["pods"]["pods"][1]
-    assert data["pods"]["pods"][0]["usage"]["cpu_some_avg10_pct"] == 31.5
+    # Per-pod use goes every report for every pod: an array, no field names, by pod UID.
+    assert data["pod_usage"] == {POD_1: [3_250, 31.5, 28.25]}
+    assert "usage" not in data["pods"]["pods"][0]
+
+
+def test_pod_usage_may_be_absent_or_hold_unknown_figures() -> None:
+    absent = structs.replace(make_report(), pod_usage=Absent("no-kubepods-cgroup"))
+    assert decode_report(encode(absent)).pod_usage == "no-kubepods-cgroup"
+    first = PodUsage(cpu_m=None, cpu_some_avg10_pct=None, cpu_some_rate_pct=None)
+    unknown = structs.replace(make_report(), pod_usage={POD_1: first})
+    assert msgspec.msgpack.decode(encode(unknown))["pod_usage"] == {POD_1: [None, None, None]}
+    assert decode_report(encode(unknown)) == unknown
+
+
+def test_pod_usage_is_bounded() -> None:
+    data = plain_report()
+    data["pod_usage"] = {f"uid-{i}": [1, None, None] for i in range(MAX_ITEMS + 1)}
+    with pytest.raises(
+        SchemaError, match=f"^pod_usage: expected `object` of length <= {MAX_ITEMS}"
+    ):
+        decode_report(pack(data))
 
 
 def test_report_without_colocation_fields_decodes_with_defaults() -> None:
     # What agents built before colocation send: no enforcement, no per-pod usage.
     data = plain_report()
     del data["enforcement"]
-    del data["pods"]["pods"][0]["usage"]
+    del data["pod_usage"]
     report = decode_report(pack(data))
     assert report.enforcement is None
-    assert isinstance(report.pods, PodsSection)
-    assert report.pods.pods[0].usage is None
+    assert report.pod_usage is None
     assert encode(report) == pack(data)  # and it encodes back to the very same bytes
 
 
@@ -688,12 +716,10 @@ def test_colocation_directives_rejected(change: dict[str, Any], fragment: str) -
         (("enforcement", "source"), "s" * 254, "enforcement.source: expected `str` of length"),
         (("enforcement", "be_cpu_quota_m"), -5, "enforcement.be_cpu_quota_m: expected `int` >= 0"),
         (("enforcement", "local_actions"), 1.5, "enforcement.local_actions: expected `int`"),
-        (
-            ("pods", "pods", 0, "usage", "cpu_some_avg10_pct"),
-            math.nan,
-            "pods.pods[0].usage.cpu_some_avg10_pct: expected `float` >= 0.0",
-        ),
-        (("pods", "pods", 0, "usage", "cpu_m"), "3m", "pods.pods[0].usage.cpu_m: expected `int"),
+        (("pod_usage", POD_1, 1), math.nan, "pod_usage[...][1]: expected `float` >= 0.0"),
+        (("pod_usage", POD_1, 2), 100.5, "pod_usage[...][2]: expected `float` <= 100.0"),
+        (("pod_usage", POD_1, 0), "3m", "pod_usage[...][0]: expected `int"),
+        (("pod_usage", POD_1), [1, None], "pod_usage[...]: expected `array` of at least length 3"),
     ],
 )
 def test_colocation_report_fields_rejected(

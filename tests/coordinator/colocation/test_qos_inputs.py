@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from msgspec import structs
 
-from common.schema import PodInfo, PodsSection, PodUsage, Resources
+from common.schema import NodeReport, PodInfo, PodsSection, PodUsage, Resources
 from coordinator.colocation.inputs import Source, node_input
 from coordinator.colocation.qos import Qos, classify
 from hack.loadgen.reports import build_report
@@ -58,37 +58,49 @@ def test_the_label_key_is_configurable() -> None:
     assert classify(pod(labels={"example.com/tier": "BE"}), KEY) is Qos.LS
 
 
-def with_pods(*pods: PodInfo) -> object:
+def with_pods(*pods: PodInfo, usage: dict[str, PodUsage] | None = None) -> NodeReport:
+    """The load generator's report with these pods and this per-pod use (None: none sent)."""
     report = build_report("n", now=1_790_000_000.0)
     return structs.replace(
         report,
         pods=PodsSection(measured_at=report.measured_at, source="apiserver", pods=list(pods)),
+        pod_usage=usage,
     )
 
 
-def usage(cpu_m: int | None, stall: float | None = None) -> PodUsage:
+def use(cpu_m: int | None, stall: float | None = None) -> PodUsage:
     return PodUsage(cpu_m=cpu_m, cpu_some_avg10_pct=stall, cpu_some_rate_pct=None)
 
 
 def test_facts_of_a_report() -> None:
     report = with_pods(
-        pod("ls-1", usage=usage(3000, 41.5)),
-        pod("ls-2", usage=usage(2000, 12.0)),
-        pod("be-1", labels={KEY: "BE"}, usage=usage(5000, 80.0)),
-        pod("be-done", labels={KEY: "BE"}, phase="Succeeded", usage=usage(9000)),
-        pod("ls-done", phase="Failed", usage=usage(9000, 99.0)),
+        pod("ls-1"),
+        pod("ls-2"),
+        pod("be-1", labels={KEY: "BE"}),
+        pod("be-done", labels={KEY: "BE"}, phase="Succeeded"),
+        pod("ls-done", phase="Failed"),
+        pod("ls-new"),  # listed, no cgroup yet: no use
+        usage={
+            "ls-1": use(3000, 41.5),
+            "ls-2": use(2000, 12.0),
+            "be-1": use(5000, 80.0),
+            "be-done": use(9000),
+            "ls-done": use(9000, 99.0),
+            "not-listed": use(7000, 95.0),  # a pod the section does not name: neither side
+        },
     )
-    facts = node_input(report, KEY)  # type: ignore[arg-type]
+    facts = node_input(report, KEY)
     assert (facts.pressure_pct, facts.source) == (41.5, Source.LS_PODS)
     assert (facts.ls_usage_m, facts.be_usage_m) == (5000, 5000)
     assert facts.be_pods == ("be-1",)
-    assert facts.ls_pods == 2
+    assert facts.ls_pods == 3
     assert facts.allocatable_m == 221_500  # true allocatable
 
 
-def test_without_per_pod_signals_the_node_stands_in() -> None:
-    report = with_pods(pod("ls-1"), pod("be-1", labels={KEY: "BE"}))
-    facts = node_input(report, KEY)  # type: ignore[arg-type]
+@pytest.mark.parametrize("usage", [None, "no-kubepods-cgroup", {}, {"ls-1": use(None)}])
+def test_without_per_pod_signals_the_node_stands_in(usage: object) -> None:
+    report = with_pods(pod("ls-1"), pod("be-1", labels={KEY: "BE"}), usage=usage)  # type: ignore[arg-type]
+    facts = node_input(report, KEY)
     assert report.psi.system.cpu.some is not None  # type: ignore[union-attr]
     assert facts.source is Source.NODE
     assert facts.pressure_pct == report.psi.system.cpu.some.avg10_pct  # type: ignore[union-attr]
@@ -103,28 +115,39 @@ def test_without_any_psi_there_is_no_pressure() -> None:
     assert (facts.pressure_pct, facts.source) == (None, Source.NONE)
 
 
-def test_be_pods_are_capped() -> None:
+def test_be_pods_are_capped_but_all_their_use_counts() -> None:
     many = [pod(f"be-{i}", labels={KEY: "BE"}) for i in range(600)]
-    facts = node_input(with_pods(*many), KEY)  # type: ignore[arg-type]
+    facts = node_input(with_pods(*many, usage={f"be-{i}": use(10) for i in range(600)}), KEY)
     assert len(facts.be_pods) == 512
+    assert facts.be_usage_m == 6000
 
 
-def test_an_unchanged_pods_section_carries_the_last_pod_facts_over() -> None:
-    whole = with_pods(
-        pod("ls-1", usage=usage(3000, 41.5)), pod("be-1", labels={KEY: "BE"}, usage=usage(5000))
+def test_an_unchanged_pods_section_carries_the_pod_classes_over_and_joins_new_use() -> None:
+    whole = with_pods(pod("ls-1"), pod("be-1", labels={KEY: "BE"}), usage={"ls-1": use(3000, 41.5)})
+    first = node_input(whole, KEY)
+    assert (first.ls_usage_m, first.be_usage_m) == (3000, 0)
+    # The next report: the same pods (sent as "unchanged"), their use measured anew.
+    between = structs.replace(
+        whole,
+        pods="unchanged",  # type: ignore[arg-type]
+        pod_usage={"ls-1": use(1000, 12.5), "be-1": use(5000)},
     )
-    first = node_input(whole, KEY)  # type: ignore[arg-type]
-    between = structs.replace(whole, pods="unchanged")  # type: ignore[type-var]
     carried = node_input(between, KEY, first)
     assert carried.pods == first.pods
     assert (carried.pressure_pct, carried.source, carried.be_pods) == (
-        41.5,
+        12.5,
         Source.LS_PODS,
         ("be-1",),
     )
-    assert (carried.ls_usage_m, carried.be_usage_m) == (3000, 5000)
-    # Nothing to carry (a restarted coordinator): no pods known until the next whole report.
-    assert node_input(between, KEY).be_pods == ()
+    assert (carried.ls_usage_m, carried.be_usage_m) == (1000, 5000)
+    # Nothing to carry (a restarted coordinator): no pods known until the next whole
+    # report, so the use of UIDs it cannot class counts for neither side.
+    fresh = node_input(between, KEY)
+    assert (fresh.be_pods, fresh.source, fresh.ls_usage_m) == (
+        (),
+        Source.NODE,
+        between.usage.cpu.used_m,
+    )  # type: ignore[union-attr]
     # Any other absent reason is not "unchanged": the pods are not known.
-    gone = structs.replace(whole, pods="apiserver-unreachable")  # type: ignore[type-var]
+    gone = structs.replace(whole, pods="apiserver-unreachable")  # type: ignore[arg-type]
     assert node_input(gone, KEY, first).be_pods == ()

@@ -12,6 +12,7 @@ from msgspec import structs
 
 from common import codec
 from common.schema import (
+    Absent,
     Directives,
     NodeReport,
     PodInfo,
@@ -36,7 +37,7 @@ from tests.coordinator.ingest.conftest import (
 NONE = Resources(cpu_m=0, mem_b=0, gpu=0, hugepages_b=0)
 
 
-def pod(uid: str, *, labels: dict[str, str], qos: str = "Burstable", **usage: float) -> PodInfo:
+def pod(uid: str, *, labels: dict[str, str], qos: str = "Burstable") -> PodInfo:
     return PodInfo(
         namespace="default" if uid != "sys" else "kube-system",
         name=f"pod-{uid}",
@@ -48,12 +49,11 @@ def pod(uid: str, *, labels: dict[str, str], qos: str = "Burstable", **usage: fl
         requests=NONE,
         limits=NONE,
         labels=labels,
-        usage=PodUsage(
-            cpu_m=int(usage.get("cpu_m", 1000)),
-            cpu_some_avg10_pct=usage.get("stall"),
-            cpu_some_rate_pct=None,
-        ),
     )
+
+
+def use(cpu_m: int, stall: float | None = None) -> PodUsage:
+    return PodUsage(cpu_m=cpu_m, cpu_some_avg10_pct=stall, cpu_some_rate_pct=None)
 
 
 def colocated(node: str, ls_stall: float, *, seq: int = 1) -> NodeReport:
@@ -61,11 +61,17 @@ def colocated(node: str, ls_stall: float, *, seq: int = 1) -> NodeReport:
     QoS class), a system pod, and low node PSI (the LS pods' own stall must win)."""
     base = report_for(node, seq=seq)
     pods = [
-        pod("ls-1", labels={"stowage.io/qos": "LS"}, stall=ls_stall, cpu_m=100_000),
-        pod("be-1", labels={"stowage.io/qos": "BE"}, cpu_m=60_000, stall=90.0),
-        pod("be-2", labels={}, qos="BestEffort", cpu_m=20_000),
-        pod("sys", labels={"stowage.io/qos": "BE"}, cpu_m=500),  # kube-system: never BE
+        pod("ls-1", labels={"stowage.io/qos": "LS"}),
+        pod("be-1", labels={"stowage.io/qos": "BE"}),
+        pod("be-2", labels={}, qos="BestEffort"),
+        pod("sys", labels={"stowage.io/qos": "BE"}),  # kube-system: never BE
     ]
+    usage = {
+        "ls-1": use(100_000, ls_stall),
+        "be-1": use(60_000, 90.0),
+        "be-2": use(20_000),
+        "sys": use(500),
+    }
     assert not isinstance(base.psi, str)
     calm = PsiLine(avg10_pct=1.0, avg60_pct=1.0, avg300_pct=1.0, total_us=1)
     system = PsiGroup(
@@ -75,6 +81,7 @@ def colocated(node: str, ls_stall: float, *, seq: int = 1) -> NodeReport:
         base,
         psi=structs.replace(base.psi, system=system),
         pods=PodsSection(measured_at=base.measured_at, source="apiserver", pods=pods),
+        pod_usage=usage,
     )
 
 
@@ -99,6 +106,22 @@ async def test_the_leader_throttles_best_effort_after_sustained_ls_stall(rig: In
         "stowage_be_throttle_changes_total", {"change": "tightened"}
     )
     assert changes == 1
+
+
+async def test_between_whole_reports_fresh_pod_use_joins_the_carried_pods(
+    rig: IngestRig,
+) -> None:
+    # The agent sends its pods whole once, then "unchanged" with each cycle's use.
+    await answer(rig, colocated("node-a", 10.0, seq=1))
+    rig.clock.advance(10.0)
+    stalled = structs.replace(colocated("node-a", 45.0, seq=2), pods=Absent("unchanged"))
+    assert (await answer(rig, stalled)).be_cpu_quota_m is None  # high, not yet for 10 s
+    rig.clock.advance(10.0)
+    still = structs.replace(colocated("node-a", 47.5, seq=3), pods=Absent("unchanged"))
+    third = await answer(rig, still)
+    assert third.be_cpu_quota_m == 40_000
+    assert third.be_reason == "tightened: LS cpu some avg10 47.5% >= 30% for 10s"
+    assert third.be_pods == ["be-1", "be-2"]  # the BE pods of the whole report, carried
 
 
 async def test_a_follower_answers_valid_for_no_time(rig: IngestRig) -> None:
