@@ -71,22 +71,22 @@ class Cycle:
         for pod in _pending(cluster):
             outcome = plan_preemption(view, pod, self._settings, now)
             if isinstance(outcome, Refusal):
-                self._refused("preemption", pod.key, outcome)
+                await self._refused("preemption", pod.key, outcome)
             else:
                 self._refusals.pop(pod.key, None)
                 await executor.consider(outcome)
         for node in self.pressure.due(cluster):
             outcome = plan_pressure(view, node, self._settings, now)
             if isinstance(outcome, Refusal):
-                self._refused("pressure", node, outcome)
+                await self._refused("pressure", node, outcome)
             else:
                 self._refusals.pop(node, None)
                 await executor.consider(outcome)
 
-    def _refused(self, trigger: str, subject: str, refusal: Refusal) -> None:
+    async def _refused(self, trigger: str, subject: str, refusal: Refusal) -> None:
         if self._refusals.get(subject) != refusal.reason:
             self._refusals[subject] = refusal.reason
-            self._executor.refused(trigger, subject, refusal)
+            await self._executor.refused(trigger, subject, refusal)
 
 
 def _pending(cluster: LiveCluster) -> list[PodFacts]:

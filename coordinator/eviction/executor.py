@@ -152,11 +152,18 @@ class Executor:
                 await self._event(_pod_ref(pod), EventType.WARNING, "PreemptionPlanExpired", reason)
         self._metrics.eviction_approvals_pending.set(len(self._proposals))
 
-    def refused(self, trigger: str, subject: str, refusal: Refusal) -> None:
-        """The planner found no plan for ``subject``: counted and logged (``/debug``)."""
+    async def refused(self, trigger: str, subject: str, refusal: Refusal) -> None:
+        """The planner found no plan for ``subject`` (a pending pod's ``ns/name``, or a
+        node for pressure): counted, logged (``/debug``) and told as an Event on it, so
+        ``kubectl describe pod`` says why nothing is preempted for it. The cycle calls
+        this only when the reason changed, not every cycle."""
         self._metrics.eviction_plans.labels(trigger, "refused").inc()
         self.decisions.add(
             Decision(self._clock.wall(), trigger, subject, "refused", refusal.reason)
+        )
+        ref = _pod_ref(subject) if trigger == "preemption" else ObjectRef.node(subject)
+        await self._event(
+            ref, EventType.NORMAL, "EvictionNotPlanned", f"{trigger}: {refusal.reason}"
         )
 
     async def consider(self, plan: Plan) -> str:

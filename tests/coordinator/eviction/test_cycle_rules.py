@@ -59,11 +59,16 @@ def member(name: str, where: str, gpus: int) -> dict[str, Any]:
 
 
 def evicted_events(kube: KubeApi, name: str) -> int:
-    return sum(
-        1
+    return len(events(kube, name, "Evicted"))
+
+
+def events(kube: KubeApi, name: str, reason: str) -> list[str]:
+    """The messages of the Events about ``name`` with ``reason``."""
+    return [
+        e["message"]
         for e in kube.store.list(EVENTS, None)[0]
-        if e["involvedObject"]["name"] == name and e["reason"] == "Evicted"
-    )
+        if e["involvedObject"]["name"] == name and e["reason"] == reason
+    ]
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -158,6 +163,10 @@ async def test_no_eviction_reaches_the_api_when_the_pod_would_still_not_fit(
     assert all(rig.exists(f"low-{where}") for where in ("gpu-a", "gpu-b"))
     line = rig.log.lines()[-1]
     assert "preemption ns/want refused" in line and why in line
+    (told,) = events(kube, "want", "EvictionNotPlanned")
+    assert told.startswith("preemption: ") and why in told
+    await rig.cycle.run()  # the same refusal again: told once, not every cycle
+    assert len(events(kube, "want", "EvictionNotPlanned")) == 1
 
 
 async def test_no_eviction_where_stowage_filter_would_still_refuse(
