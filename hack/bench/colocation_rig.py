@@ -55,6 +55,11 @@ LABEL_QOS: Final = "stowage.io/qos"
 NODE: Final = "colocation-node"
 NAMESPACE: Final = "default"
 PERIOD_US: Final = 100_000
+"""The CFS period kubelet leaves on pod cgroups (and a new cgroup has)."""
+TREE_SHARES: Final = 8192
+"""The private tree's ``cpu.shares`` against this machine's other tasks (1024 each), as
+kubelet weighs kubepods against system daemons: runs watch BE against LS, not both
+against whatever else shares the CPU."""
 STOWAGE: Final = [sys.executable, "-m", "cli.main"]
 
 BE_CODE: Final = "while True: pass"
@@ -97,6 +102,8 @@ class PrivateTree:
         for controller, real in self.real.items():
             real.mkdir()
             (self.root / controller).symlink_to(real)
+        (self.real["cpu"] / "cpu.shares").write_text(str(TREE_SHARES))
+        for real in self.real.values():
             for rel in ("kubepods", "kubepods/burstable", "kubepods/besteffort"):
                 (real / rel).mkdir()
 
@@ -253,6 +260,18 @@ class Window:
     """Each pod's CPU use in millicores, by uid."""
     stall_pct: Mapping[str, float]
     """Each pod's ``some`` stall: the share of the window some of its tasks waited for a CPU."""
+
+    def of(self, uid: str) -> PodWindow:
+        """One pod's figures."""
+        return PodWindow(self.cpu_m[uid], self.stall_pct[uid])
+
+
+@dataclass(frozen=True)
+class PodWindow:
+    """One pod's CPU use (millicores) and stall (%) over a window."""
+
+    cpu_m: float
+    stall_pct: float
 
 
 class Meter:

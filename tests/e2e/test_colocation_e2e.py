@@ -23,8 +23,8 @@ import pytest
 from hack.bench import colocation_rig as rig
 from tests.realcgroup import RealCgroupTree
 
-WINDOW_S = 2.0
-"""Each measuring window: 250 LS duty cycles, 20 bandwidth periods."""
+WINDOW_S = 3.0
+"""Each measuring window: 375 LS duty cycles, 30 bandwidth periods."""
 INTERVAL_S = 0.5
 """The agent's report interval."""
 TTL_S = 3.0
@@ -45,8 +45,6 @@ LOCAL_ONLY = (600.0, 1.0, True)
 RELEASE_WITHIN_S = 30.0
 """Bound on a full release in bounded relaxing steps."""
 UNLIMITED = -1
-PERIOD_US = 100_000
-"""The CFS period kubelet leaves on pod cgroups (and a new cgroup has)."""
 
 pytestmark = pytest.mark.skipif(rig.unavailable() is not None, reason=str(rig.unavailable()))
 
@@ -148,6 +146,10 @@ def node(
         stack.start_coordinator(coordinator_config(relax_after_s, low_pct, local=local))
         be = pod(tree, stack.add_pod("batch", qos_label="BE", cpu_request="1"))
         ls = pod(tree, stack.add_pod("web", qos_label="LS", cpu_request="1"))
+        # The pods' share of the CPU against this machine's other work, as kubelet weighs
+        # kubepods against system daemons (shares from the node's CPU): what the test
+        # watches is BE against LS, not both against whatever else runs here.
+        (tree.real_path("cpu", "") / "cpu.shares").write_text(str(rig.TREE_SHARES))
         cpu = rig.contended_cpu()
         before_inside = rig.snapshot(tree.real_path("cpu", "kubepods"))
         before_outside = rig.snapshot(skip=kubepods(tree))
@@ -172,10 +174,10 @@ def test_ls_stall_throttles_be_to_its_quota_and_sigterm_restores_every_value(nod
 
     throttled = node.meter().measure(WINDOW_S)
     assert abs(throttled.cpu_m[node.be.uid] - quota_m) <= 0.10 * quota_m, throttled
-    # LS recovers: it stalls less and runs more. The margins hold on a machine whose other
-    # work shares the CPU too (quiet, the stall falls tenfold: about 40 % to 4 %).
-    assert throttled.stall_pct[node.ls.uid] <= 0.8 * contended.stall_pct[node.ls.uid], throttled
-    assert throttled.cpu_m[node.ls.uid] >= 1.2 * contended.cpu_m[node.ls.uid], throttled
+    # LS recovers: it stalls less and runs more (measured: about 33 % to 4 %, 330 m to 450 m).
+    ls_before, ls_after = contended.of(node.ls.uid), throttled.of(node.ls.uid)
+    assert ls_after.stall_pct <= 0.5 * ls_before.stall_pct, (contended, throttled)
+    assert ls_after.cpu_m >= 1.2 * ls_before.cpu_m, (contended, throttled)
 
     assert node.stack.stop(node.stack.agent, signal.SIGTERM) == 0, node.stack.agent_log.text()
     assert node.inside() == node.before_inside  # every value the enforcer changed is back
@@ -250,5 +252,5 @@ def test_agent_tightens_alone_within_its_bounds_when_ls_stalls(node: Node) -> No
         )
 
     reported = rig.until(applied, "the local tightening reported")
-    assert reported["be_cpu_quota_m"] * PERIOD_US // 1000 == quota_us
+    assert reported["be_cpu_quota_m"] * rig.PERIOD_US // 1000 == quota_us
     assert reported["local_actions"] >= 1
