@@ -94,3 +94,13 @@ async def test_no_pods_section_means_no_pod_use(kube: FakeKube, tmp_path: Path) 
         agent.close()
     assert isinstance(report.pods, str)
     assert report.pod_usage is None
+
+
+async def test_without_a_kubepods_tree_pod_use_is_absent(kube: FakeKube, tmp_path: Path) -> None:
+    agent = make_agent(kube, tmp_path, FakeClock())  # no kubepods tree under the cgroup root
+    try:
+        report = await agent.collect()
+    finally:
+        agent.close()
+    assert isinstance(report.pods, PodsSection)
+    assert report.pod_usage == "no-kubepods-cgroup"
