@@ -145,10 +145,13 @@ class Colocation:
         throttle = self.throttles.get(node, RELEASED)
         facts = self.facts.get(node)
         pool = self.pool_of(node)
-        be_pods = list(facts.be_pods) if facts is not None and throttle.quota_m is not None else []
-        return Decision(
-            throttle.quota_m, throttle.reason, be_pods, local_bounds(throttle, facts, pool)
-        )
+        local = local_bounds(throttle, facts, pool)
+        # The BE pods go wherever the agent may act on them: under the coordinator's quota,
+        # and under local bounds alone (the fast path tightens them before any quota, and
+        # must not take a BE pod's stall for an LS pod's).
+        acting = throttle.quota_m is not None or local is not None
+        be_pods = list(facts.be_pods) if facts is not None and acting else []
+        return Decision(throttle.quota_m, throttle.reason, be_pods, local)
 
     def explain(self, node: str, now: float) -> dict[str, Any]:
         """Why the node's BE pods are (or are not) throttled right now."""

@@ -228,12 +228,6 @@ def test_sigkilled_agent_restores_every_value_it_changed_when_restarted(node: No
     assert rig.changed(node.before_outside, node.outside()) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the coordinator sends be_pods only while it throttles the node itself "
-    "(coordinator/colocation/hub.py decision), so with local bounds on an unthrottled node "
-    "the agent has no BE pod to tighten and watches the BE pod's stall as LS",
-)
 @pytest.mark.parametrize("node", [LOCAL_ONLY], indirect=True)
 def test_agent_tightens_alone_within_its_bounds_when_ls_stalls(node: Node) -> None:
     node.start_agent()
