@@ -14,12 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any, TextIO
 
-TIMEOUT_S = 10.0
+from cli import debugask
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,20 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    query = f"?{urllib.parse.urlencode({'node': args.node})}" if args.node else ""
-    url = f"{args.coordinator.rstrip('/')}/debug/colocation{query}"
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:  # noqa: S310 - ours
-            answer = json.load(response)
-    except urllib.error.HTTPError as e:
-        try:
-            error = json.load(e).get("error", e.reason)
-        except ValueError:
-            error = e.reason
-        print(f"stowage colocation: {error} (HTTP {e.code})", file=sys.stderr)
-        return 2
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        print(f"stowage colocation: cannot ask {url}: {e}", file=sys.stderr)
+        answer = debugask.ask(
+            args.coordinator, "/debug/colocation", {"node": args.node} if args.node else {}
+        )
+    except debugask.AskError as e:
+        print(f"stowage colocation: {e}", file=sys.stderr)
         return 2
     if args.json:
         json.dump(answer, out, indent=2)
