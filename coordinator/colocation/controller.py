@@ -18,6 +18,16 @@ Pressure mode (LS stall known, :mod:`~coordinator.colocation.inputs`):
 * in between, the quota holds and both dwells restart (hysteresis): a pressure jittering
   around either threshold never completes a dwell, so it never flaps.
 
+The dwell counts what a report proves. Where the stall figure is an LS pod's rate
+(``NodeInput.pressure_rate``: the measured share over the whole interval since the agent's
+previous sample), a high condition that first shows on that report has held since the start
+of the interval it covers, so the dwell starts ``covered_s`` before ``now`` (the caller
+passes the interval: :mod:`~coordinator.colocation.hub`). One report whose rate is at or above
+the threshold over ``tighten_after_s`` or more thus tightens at once; one over a shorter
+interval still waits for the next. An avg10 or a usage watermark proves nothing about the
+time before it was read: its dwell starts at ``now``. Relaxation is not brought forward:
+letting BE loose again is the step that may hurt LS, so it keeps waiting its full dwell.
+
 Usage mode (no PSI on the node): Koordinator's watermark. While node use stays at or above
 ``usage_threshold_pct`` of allocatable for ``tighten_after_s``, the quota becomes
 allocatable × threshold − LS use (at least the floor, at most the current quota); once
@@ -74,9 +84,16 @@ def floor_m(pool: ColocationPool, allocatable_m: int) -> int:
     return max(pool.floor_min_m, int(allocatable_m * pool.floor_pct / 100))
 
 
-def step(prev: Throttle, facts: NodeInput | None, pool: ColocationPool, now: float) -> Throttle:
-    """The next throttle of a node (see the module). Runs on every report: reason texts
-    are formatted only where they change."""
+def step(
+    prev: Throttle,
+    facts: NodeInput | None,
+    pool: ColocationPool,
+    now: float,
+    covered_s: float = 0.0,
+) -> Throttle:
+    """The next throttle of a node (see the module). ``covered_s``: the time the report's
+    stall rate covers (0 when not known); used only where the figure is a rate. Runs on
+    every report: reason texts are formatted only where they change."""
     if facts is None:
         return _release(prev, "no fresh report: released", now)
     if not pool.enabled:
@@ -87,6 +104,7 @@ def step(prev: Throttle, facts: NodeInput | None, pool: ColocationPool, now: flo
     if not facts.be_pods:
         return _release(prev, "no best-effort pods on the node", now)
     pressure = facts.pressure_pct
+    covered = covered_s if facts.pressure_rate and facts.source is Source.LS_PODS else 0.0
     if facts.source is not _NONE:
         assert pressure is not None
         high, low = pressure >= pool.pressure_high_pct, pressure <= pool.pressure_low_pct
@@ -98,30 +116,35 @@ def step(prev: Throttle, facts: NodeInput | None, pool: ColocationPool, now: flo
         return _release(prev, "neither PSI nor CPU use reported: released", now)
     quota = prev.quota_m
     if high:
-        since = prev.above_since if prev.above_since is not None else now
+        since = prev.above_since if prev.above_since is not None else now - covered
         if now - since < pool.tighten_after_s:
             if quota is not None:
                 return _holding(prev, since, None)
-            waiting = f"no throttle yet: {_why(facts, pool, alloc, True)}"
+            waiting = f"no throttle yet: {_why(facts, pool, alloc, True, covered)}"
             return Throttle(None, waiting, since, None, prev.changed_at, _UNCHANGED)
         tightened = _tightened(prev, facts, pool, alloc)
         if tightened == quota:  # at the floor already
             return Throttle(quota, prev.reason, now, None, prev.changed_at, _UNCHANGED)
-        reason = f"tightened: {_why(facts, pool, alloc, True)}"
+        reason = f"tightened: {_why(facts, pool, alloc, True, covered)}"
         return Throttle(tightened, reason, now, None, now, Change.TIGHTENED)
     if low and quota is not None:
         since = prev.below_since if prev.below_since is not None else now
         if now - since < pool.relax_after_s:
             return _holding(prev, None, since)
         relaxed = quota + int(alloc * pool.relax_step_pct / 100)
-        reason = _why(facts, pool, alloc, False)
+        reason = _why(facts, pool, alloc, False, covered)
         if relaxed >= alloc:
             return Throttle(None, f"released: {reason}", None, None, now, Change.RELEASED)
         return Throttle(relaxed, f"relaxed: {reason}", None, now, now, Change.RELAXED)
     if quota is not None:
         return _holding(prev, None, None)
     return Throttle(
-        None, f"no throttle: {_what(facts, alloc)}", None, None, prev.changed_at, _UNCHANGED
+        None,
+        f"no throttle: {_what(facts, alloc, covered)}",
+        None,
+        None,
+        prev.changed_at,
+        _UNCHANGED,
     )
 
 
@@ -134,16 +157,21 @@ def _holding(prev: Throttle, above_since: float | None, below_since: float | Non
     )
 
 
-def _what(facts: NodeInput, alloc: int) -> str:
+def _what(facts: NodeInput, alloc: int, covered_s: float) -> str:
+    """The figure judged, and which one: a rate says the time it covers."""
+    if facts.source is Source.LS_PODS and facts.pressure_rate:
+        if covered_s > 0:
+            return f"LS cpu some {facts.pressure_pct:.1f}% over the last {covered_s:.0f}s"
+        return f"LS cpu some {facts.pressure_pct:.1f}% since the previous sample"
     if facts.source is not _NONE:
         return f"LS cpu some avg10 {facts.pressure_pct:.1f}%"
     assert facts.node_used_m is not None
     return f"node CPU use {100.0 * facts.node_used_m / alloc:.1f}%"
 
 
-def _why(facts: NodeInput, pool: ColocationPool, alloc: int, high: bool) -> str:
+def _why(facts: NodeInput, pool: ColocationPool, alloc: int, high: bool, covered_s: float) -> str:
     """The condition that held: the reason of a tightening (``high``) or a relaxation."""
-    what = _what(facts, alloc)
+    what = _what(facts, alloc, covered_s)
     if facts.source is _NONE:
         if high:
             return f"{what} >= {pool.usage_threshold_pct:g}% for {pool.tighten_after_s:g}s (no PSI)"

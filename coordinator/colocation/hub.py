@@ -8,6 +8,13 @@ every freshness judgement). A node whose latest report is older than
 (:meth:`Colocation.expire`), so a silent node is never left throttled by the coordinator —
 and its agent, hearing nothing valid, returns to the defaults after the directive TTL.
 
+With each report goes the time its LS stall rate covers (the controller counts it toward
+the tightening dwell): the time since the node's previous report, but only where the two
+are consecutive samples of one agent run (``seq`` one apart: no report missed, no restart
+between, so the rate's interval is exactly theirs), and the lesser of the gap between their
+receipts here and between their ``measured_at`` at the agent (a report delayed in transit
+does not stretch it), at most ``report_ttl_s``.
+
 Only the leader's decisions leave the process. Every replica steps every node (agents
 report to all replicas), so a replica that takes over holds the same throttles the old
 leader had from the same reports; the directives it answers are the only thing that
@@ -69,6 +76,8 @@ class Colocation:
         self.facts: dict[str, NodeInput] = {}
         """Facts of each node's latest fresh report."""
         self.received_at: dict[str, float] = {}
+        self.sampled: dict[str, tuple[int, float]] = {}
+        """``seq`` and ``measured_at`` of each node's latest fresh report."""
         self.throttles: dict[str, Throttle] = {}
         self.labels: dict[str, Mapping[str, str]] = {}
         self.elected = False
@@ -93,7 +102,8 @@ class Colocation:
         if throttle is not None and throttle.quota_m is not None:
             self._throttled -= 1
             self.metrics.be_throttled_nodes.set(self._throttled)
-        for table in (self.facts, self.received_at, self.throttles, self.labels, self._pools):
+        tables = (self.facts, self.received_at, self.sampled, self.throttles, self.labels)
+        for table in (*tables, self._pools):
             table.pop(node, None)
 
     def pool_of(self, node: str) -> ColocationPool:
@@ -112,8 +122,21 @@ class Colocation:
         node = report.node
         facts = node_input(report, self.settings.qos_label, self.facts.get(node))
         self.facts[node] = facts
+        covered = self._covered_s(report, received_at)
         self.received_at[node] = received_at
-        return self._step(node, facts, received_at)
+        self.sampled[node] = (report.seq, report.measured_at)
+        return self._step(node, facts, received_at, covered)
+
+    def _covered_s(self, report: NodeReport, received_at: float) -> float:
+        """The time since the node's previous report that this one's rates cover (see the
+        module); 0 where it is not known."""
+        node = report.node
+        previous = self.sampled.get(node)
+        last_received = self.received_at.get(node)
+        if previous is None or last_received is None or report.seq != previous[0] + 1:
+            return 0.0
+        gap = min(received_at - last_received, report.measured_at - previous[1])
+        return max(0.0, min(gap, self.report_ttl_s))
 
     def expire(self, now: float) -> list[str]:
         """Release the throttles of nodes without a report for ``report_ttl_s``; return
@@ -121,12 +144,15 @@ class Colocation:
         stale = [n for n, at in self.received_at.items() if now - at > self.report_ttl_s]
         for node in stale:
             del self.facts[node], self.received_at[node]
+            self.sampled.pop(node, None)
             self._step(node, None, now)
         return stale
 
-    def _step(self, node: str, facts: NodeInput | None, now: float) -> Throttle:
+    def _step(
+        self, node: str, facts: NodeInput | None, now: float, covered_s: float = 0.0
+    ) -> Throttle:
         prev = self.throttles.get(node, RELEASED)
-        throttle = step(prev, facts, self.pool_of(node), now)
+        throttle = step(prev, facts, self.pool_of(node), now, covered_s)
         self.throttles[node] = throttle
         if throttle.change is not _UNCHANGED:
             self.metrics.be_throttle_changes.labels(throttle.change.value).inc()

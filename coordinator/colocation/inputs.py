@@ -3,10 +3,19 @@
 One pass over the pods section: each pod classified (:mod:`~coordinator.colocation.qos`)
 and the UIDs of the BE pods a quota applies to. Then one pass over the report's per-pod
 use (``pod_usage``, by UID), joined with those classes: the LS pods' largest per-cgroup
-CPU stall and the LS and BE pods' measured CPU use. Where no LS pod reports its own stall
-(cgroup v1, a kernel without per-cgroup PSI, an agent without per-pod signals) the node's
-own ``cpu some avg10`` stands in; where the node has no PSI at all, there is no pressure and
-the controller falls back to usage watermarks.
+CPU stall and the LS and BE pods' measured CPU use.
+
+A pod's stall is its ``cpu_some_rate_pct`` where the agent measured one: the exact share of
+the whole interval since its previous sample, from the ``total`` counter. Its ``avg10``
+stands in only where there is no rate (the first sample after the agent starts). The rate,
+not max(rate, avg10): avg10 trails the stall by seconds both ways, so taking the larger
+would add its lag to the end of every stall (and delay every relaxation) while telling
+nothing the rate does not already prove. The rate also says over what time it holds,
+which lets the controller count that time toward its dwell (``pressure_rate``).
+
+Where no LS pod reports its own stall (cgroup v1, a kernel without per-cgroup PSI, an agent
+without per-pod signals) the node's own ``cpu some avg10`` stands in; where the node has no
+PSI at all, there is no pressure and the controller falls back to usage watermarks.
 
 Pods that finished (Succeeded, Failed) are left out, and the quota's list of BE pods stops at
 :data:`~common.schema.MAX_BE_PODS` (a node with more is misconfigured).
@@ -46,7 +55,8 @@ class Source(StrEnum):
     """Where the pressure figure came from."""
 
     LS_PODS = "ls-pods"
-    """The largest ``cpu.pressure`` some avg10 among the LS pods' own cgroups."""
+    """The largest ``cpu.pressure`` some stall among the LS pods' own cgroups (each pod's
+    rate since its previous sample, else its avg10)."""
     NODE = "node"
     """The node's ``/proc/pressure/cpu`` some avg10: no LS pod reported its own."""
     NONE = "none"
@@ -76,6 +86,8 @@ class UsageFacts:
     """The per-pod use of one report, joined with the pod classes."""
 
     ls_pressure_pct: float | None = None
+    ls_pressure_rate: bool = False
+    """Whether ``ls_pressure_pct`` is a pod's rate since the previous sample (not avg10)."""
     ls_used_m: int = 0
     be_used_m: int = 0
     measured: bool = False
@@ -98,6 +110,9 @@ class NodeInput:
     ls_pods: int
     enforcement: Enforcement | None
     pods: PodFacts = NO_PODS
+    pressure_rate: bool = False
+    """Whether ``pressure_pct`` is an LS pod's measured stall share over the whole interval
+    since the agent's previous sample (``cpu_some_rate_pct``), not a trailing avg10."""
 
 
 def node_input(report: NodeReport, label_key: str, previous: NodeInput | None = None) -> NodeInput:
@@ -111,8 +126,9 @@ def node_input(report: NodeReport, label_key: str, previous: NodeInput | None = 
     else:
         pods = NO_PODS
     used = usage_facts(report.pod_usage, pods)
-    source, pressure = Source.NONE, None
+    source, pressure, rate = Source.NONE, None, False
     if used.ls_pressure_pct is not None:
+        rate = used.ls_pressure_rate
         source, pressure = Source.LS_PODS, used.ls_pressure_pct
     else:
         node = _node_pressure(report)
@@ -138,6 +154,7 @@ def node_input(report: NodeReport, label_key: str, previous: NodeInput | None = 
         ls_pods=pods.ls_pods,
         enforcement=report.enforcement,
         pods=pods,
+        pressure_rate=rate,
     )
 
 
@@ -163,6 +180,7 @@ def usage_facts(usage: Mapping[str, PodUsage] | Absent | None, pods: PodFacts) -
     if usage is None or is_absent(usage):
         return UsageFacts()
     ls_pressure: float | None = None
+    ls_rate = False
     ls_used = be_used = 0
     measured = False
     for uid, use in usage.items():
@@ -176,10 +194,11 @@ def usage_facts(usage: Mapping[str, PodUsage] | Absent | None, pods: PodFacts) -
         if use.cpu_m is not None:
             ls_used += use.cpu_m
             measured = True
-        stall = use.cpu_some_avg10_pct
+        is_rate = use.cpu_some_rate_pct is not None
+        stall = use.cpu_some_rate_pct if is_rate else use.cpu_some_avg10_pct
         if stall is not None and (ls_pressure is None or stall > ls_pressure):
-            ls_pressure = stall
-    return UsageFacts(ls_pressure, ls_used, be_used, measured)
+            ls_pressure, ls_rate = stall, is_rate
+    return UsageFacts(ls_pressure, ls_rate, ls_used, be_used, measured)
 
 
 def _node_pressure(report: NodeReport) -> float | None:

@@ -254,3 +254,76 @@ def test_the_watermark_never_loosens_a_throttle_while_use_is_high() -> None:
     throttles = run([None] * 4, start=throttled, ls_usage_m=2_000)  # type: ignore[list-item]
     assert {t.quota_m for t in throttles} == {2_000}
     assert changes_of(throttles) == []
+
+
+# The agent's per-pod rate: the measured stall share over the whole interval since its
+# previous sample, which the dwell may count as already held.
+RATE_INTERVAL_S = 10.0
+
+
+def rate_run(
+    series: list[float], covered_s: float, interval_s: float = RATE_INTERVAL_S
+) -> list[Throttle]:
+    """The throttle after each rate sample of ``series``, one every ``interval_s``, each
+    said to cover ``covered_s``."""
+    out, throttle = [], RELEASED
+    for k, value in enumerate(series):
+        now = 1000.0 + k * interval_s
+        throttle = step(throttle, facts(value, pressure_rate=True), POOL, now, covered_s)
+        out.append(throttle)
+    return out
+
+
+def test_a_rate_high_over_a_whole_dwell_tightens_on_that_report() -> None:
+    throttles = rate_run([3.0, 47.5, 44.0], covered_s=10.0)
+    # Then, as ever, sustained pressure tightens again after another full dwell.
+    assert changes_of(throttles) == [(1, Change.TIGHTENED, 3_000), (2, Change.TIGHTENED, 1_600)]
+    assert throttles[1].reason == "tightened: LS cpu some 47.5% over the last 10s >= 30% for 10s"
+    assert throttles[1].above_since == 1010.0  # the dwell restarts after tightening
+
+
+def test_a_rate_high_over_less_than_the_dwell_still_waits() -> None:
+    throttles = rate_run([3.0, 47.5, 44.0, 41.0], covered_s=4.0, interval_s=4.0)
+    # High from the interval ending at 1004 s, so since 1000 s: 10 s are reached at 1012 s.
+    assert changes_of(throttles) == [(3, Change.TIGHTENED, 3_000)]
+    assert throttles[1].quota_m is None
+    assert throttles[1].above_since == 1000.0
+    assert throttles[1].reason == (
+        "no throttle yet: LS cpu some 47.5% over the last 4s >= 30% for 10s"
+    )
+
+
+def test_a_rate_without_a_known_interval_counts_from_now() -> None:
+    throttles = rate_run([47.5, 44.0], covered_s=0.0)
+    assert changes_of(throttles) == [(1, Change.TIGHTENED, 3_000)]
+    assert throttles[0].reason == (
+        "no throttle yet: LS cpu some 47.5% since the previous sample >= 30% for 10s"
+    )
+
+
+@pytest.mark.parametrize("source", [Source.LS_PODS, Source.NODE, Source.NONE])
+def test_an_avg10_or_watermark_figure_ignores_the_interval(source: Source) -> None:
+    # An avg10 proves nothing about the time before it was read, whatever the interval.
+    high = 95.0 if source is Source.NONE else 47.5
+    figure = facts(high, source=source, node_used_m=15_500)
+    first = step(RELEASED, figure, POOL, 1000.0, 10.0)
+    assert (first.quota_m, first.above_since) == (None, 1000.0)
+    later = step(first, figure, POOL, 1010.0, 10.0)
+    assert later.change is Change.TIGHTENED
+
+
+def test_rate_noise_around_the_high_threshold_never_flaps() -> None:
+    # Short intervals: no single one covers a dwell, and every dip restarts it.
+    assert changes_of(rate_run(NOISY_HIGH, covered_s=5.0, interval_s=5.0)) == []
+    # Whole-dwell intervals: each one above is a proven 10 s of stall, and tightens; none
+    # is ever at the low threshold, so nothing relaxes: the quota only goes down.
+    throttles = rate_run(NOISY_HIGH, covered_s=10.0)
+    assert {change for _, change, _ in changes_of(throttles)} == {Change.TIGHTENED}
+    quotas = [t.quota_m for t in throttles if t.quota_m is not None]
+    assert quotas == sorted(quotas, reverse=True)
+
+
+def test_a_rate_never_brings_relaxing_forward() -> None:
+    throttled = Throttle(quota_m=3_000, reason="tightened: x", changed_at=990.0)
+    throttle = step(throttled, facts(2.0, pressure_rate=True), POOL, 1000.0, 30.0)
+    assert (throttle.quota_m, throttle.below_since) == (3_000, 1000.0)

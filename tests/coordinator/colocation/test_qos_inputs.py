@@ -151,3 +151,23 @@ def test_an_unchanged_pods_section_carries_the_pod_classes_over_and_joins_new_us
     # Any other absent reason is not "unchanged": the pods are not known.
     gone = structs.replace(whole, pods="apiserver-unreachable")  # type: ignore[arg-type]
     assert node_input(gone, KEY, first).be_pods == ()
+
+
+def test_an_ls_pods_stall_is_its_rate_where_measured_else_its_avg10() -> None:
+    def rated(avg10: float | None, rate: float | None) -> PodUsage:
+        return PodUsage(cpu_m=1000, cpu_some_avg10_pct=avg10, cpu_some_rate_pct=rate)
+
+    pods = (pod("ls-1"), pod("ls-2"), pod("be-1", labels={KEY: "BE"}))
+    # avg10 still climbing (12 %) while the interval's measured share is 47.5 %: the rate.
+    facts = node_input(with_pods(*pods, usage={"ls-1": rated(12.0, 47.5)}), KEY)
+    assert (facts.pressure_pct, facts.pressure_rate) == (47.5, True)
+    # avg10 trailing a stall that is over (40 %, the interval had 3 %): the rate.
+    facts = node_input(with_pods(*pods, usage={"ls-1": rated(40.0, 3.0)}), KEY)
+    assert (facts.pressure_pct, facts.pressure_rate) == (3.0, True)
+    # A pod's first sample (no rate yet) stands in with its avg10, and says so.
+    usage = {"ls-1": rated(22.0, None), "ls-2": rated(35.0, 18.0), "be-1": rated(90.0, 95.0)}
+    facts = node_input(with_pods(*pods, usage=usage), KEY)
+    assert (facts.pressure_pct, facts.pressure_rate) == (22.0, False)
+    usage = {"ls-1": rated(22.0, None), "ls-2": rated(35.0, 31.0)}
+    facts = node_input(with_pods(*pods, usage=usage), KEY)
+    assert (facts.pressure_pct, facts.pressure_rate) == (31.0, True)

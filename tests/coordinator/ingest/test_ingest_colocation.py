@@ -256,3 +256,65 @@ async def test_a_node_relabelled_into_another_pool_takes_its_settings(make_rig: 
     await answer(rig, colocated("node-a", 45.0, seq=1))
     rig.clock.advance(1.0)
     assert (await answer(rig, colocated("node-a", 45.0, seq=2))).be_cpu_quota_m == 40_000
+
+
+def rated(seq: int, rate: float, measured_at: float) -> NodeReport:
+    """``colocated`` with the LS pod's stall measured as a rate since the previous sample
+    (its avg10 still far below), sampled at ``measured_at`` on the agent's clock."""
+    report = colocated("node-a", 5.0, seq=seq)
+    assert isinstance(report.pod_usage, dict)
+    usage = dict(report.pod_usage)
+    usage["ls-1"] = PodUsage(cpu_m=100_000, cpu_some_avg10_pct=5.0, cpu_some_rate_pct=rate)
+    return structs.replace(report, pod_usage=usage, measured_at=measured_at)
+
+
+T0 = 1_790_000_000.0
+
+
+async def test_a_rate_over_a_whole_dwell_between_consecutive_reports_tightens_at_once(
+    rig: IngestRig,
+) -> None:
+    await answer(rig, rated(1, 3.0, T0))
+    rig.clock.advance(10.0)
+    second = await answer(rig, rated(2, 47.5, T0 + 10.0))
+    assert second.be_cpu_quota_m == 40_000
+    assert second.be_reason == "tightened: LS cpu some 47.5% over the last 10s >= 30% for 10s"
+
+
+async def test_a_rate_counts_only_the_time_both_clocks_agree_it_covers(rig: IngestRig) -> None:
+    # Received 10 s apart, sampled 4 s apart (the first report waited in transit): 4 s.
+    await answer(rig, rated(1, 3.0, T0))
+    rig.clock.advance(10.0)
+    second = await answer(rig, rated(2, 47.5, T0 + 4.0))
+    assert second.be_cpu_quota_m is None
+    assert second.be_reason == "no throttle yet: LS cpu some 47.5% over the last 4s >= 30% for 10s"
+
+
+async def test_a_rate_after_a_missed_report_counts_from_now(rig: IngestRig) -> None:
+    # seq 2 never arrived: seq 3's rate covers only the time since sample 2, unknown here.
+    await answer(rig, rated(1, 3.0, T0))
+    rig.clock.advance(20.0)
+    third = await answer(rig, rated(3, 47.5, T0 + 20.0))
+    assert third.be_cpu_quota_m is None
+    assert third.be_reason == (
+        "no throttle yet: LS cpu some 47.5% since the previous sample >= 30% for 10s"
+    )
+
+
+async def test_a_rate_covers_at_most_the_report_ttl(rig: IngestRig) -> None:
+    colocation = rig.cluster.colocation
+    await answer(rig, rated(1, 3.0, T0))
+    rig.clock.advance(500.0)  # no expiry ran between: the node still has its facts
+    second = await answer(rig, rated(2, 47.5, T0 + 500.0))
+    assert second.be_reason == (
+        f"tightened: LS cpu some 47.5% over the last {colocation.report_ttl_s:.0f}s >= 30% for 10s"
+    )
+
+
+async def test_an_agent_clock_stepped_back_counts_no_time(rig: IngestRig) -> None:
+    await answer(rig, rated(1, 3.0, T0))
+    rig.clock.advance(10.0)
+    assert (await answer(rig, rated(2, 47.5, T0 - 30.0))).be_cpu_quota_m is None
+    rig.clock.advance(10.0)
+    # High for 10 s on the receipt clock: the dwell was not pushed into the future.
+    assert (await answer(rig, rated(3, 47.5, T0 - 20.0))).be_cpu_quota_m == 40_000
