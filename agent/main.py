@@ -130,7 +130,10 @@ async def run_loop(
     interval, jitter = agent.settings.interval_s, agent.settings.jitter_frac
     metrics_listener = None
     if metrics_at is not None:
-        metrics_listener = await agent_metrics.serve(agent.metrics, *metrics_at)
+        try:
+            metrics_listener = await agent_metrics.serve(agent.metrics, *metrics_at)
+        except OSError as e:  # the port is taken: a setting to change, not a crash
+            raise ConfigError(f"--metrics-listen {e.strerror or e}") from e
     await reporter.start()
     colocation = None
     if agent.throttle is not None:
@@ -316,6 +319,19 @@ def _host_port(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _check_token_files(args: argparse.Namespace) -> None:
+    """Refuse a token file that is not there at start-up: a typo in the path would
+    otherwise only show as a warning on every send. The file is still re-read on each
+    send (projected tokens rotate), so one that goes away later is a failed send."""
+    for flag, path in (
+        ("--token-file", args.token_file),
+        ("--kubelet-token-file", args.kubelet_token_file),
+    ):
+        if path is not None and not os.path.isfile(path):
+            reason = "not a regular file" if os.path.exists(path) else "no such file"
+            raise ConfigError(f"{flag} {path}: {reason}")
+
+
 def _names(text: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
@@ -330,6 +346,7 @@ def main(args: argparse.Namespace) -> int:
                 f"--sample-window {args.sample_window}: expected 0 to {MAX_SAMPLE_WINDOW_S:g} s"
             )
         metrics_at = _host_port(args.metrics_listen) if args.metrics_listen else None
+        _check_token_files(args)
     except (HostPathError, ConfigError) as e:
         print(f"stowage agent: error: {e}", file=sys.stderr)
         return 2
@@ -341,7 +358,7 @@ def main(args: argparse.Namespace) -> int:
             write_report(report, args.output, sys.stdout.buffer)
             return 0
         return asyncio.run(_serve(agent, settings, clock, metrics, metrics_at))
-    except ConfigError as e:  # found when the reporter starts: its TLS settings
+    except ConfigError as e:  # found on the event loop: TLS settings, a busy metrics port
         print(f"stowage agent: error: {e}", file=sys.stderr)
         return 2
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +207,34 @@ def test_a_ca_file_that_is_not_a_bundle_is_one_line_and_exit_2(tmp_path):
         assert len(lines) == 1, (name, err)
         assert lines[-1].startswith(f"stowage agent: error: --ca-file {tmp_path / name}: "), name
         assert cases[name] in lines[-1] and "Traceback" not in err, name
+
+
+@pytest.mark.parametrize("flag", ["--token-file", "--kubelet-token-file"])
+def test_a_token_file_that_is_not_there_is_refused_at_start_up(tmp_path, flag):
+    """Not a warning on every send: the agent would run for ever without reporting."""
+    missing = tmp_path / "token"
+    result = stowage(
+        "agent", "--coordinator", "http://127.0.0.1:1", "--pods-source", "none", flag, str(missing)
+    )
+    assert result.returncode == 2
+    assert result.stderr == f"stowage agent: error: {flag} {missing}: no such file\n"
+
+
+def test_a_token_file_that_is_a_directory_is_refused_at_start_up(tmp_path):
+    result = stowage("agent", "--coordinator", "http://127.0.0.1:1", "--token-file", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr == f"stowage agent: error: --token-file {tmp_path}: not a regular file\n"
+
+
+def test_a_busy_metrics_port_is_one_line_naming_the_address_and_exit_2():
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        result = stowage(
+            "agent", "--coordinator", "http://127.0.0.1:1", "--pods-source", "none",
+            "--metrics-listen", address,
+        )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert lines[0].startswith(f"stowage agent: error: --metrics-listen {address}: ")
+    assert "Address already in use" in lines[0]
