@@ -74,12 +74,20 @@ def main(args: argparse.Namespace) -> int:
     try:
         settings = settings_from(args)
         cluster = LiveCluster(settings, SystemClock(), CoordinatorMetrics())
-        client = api_client(settings.kube.kubeconfig)
     except ConfigError as e:
         print(f"stowage coordinator: error: {e}", file=sys.stderr)
         return 2
+    try:
+        client = api_client(settings.kube.kubeconfig)
     except Exception as e:  # the client's config loaders raise anything on a bad file
-        print(f"stowage coordinator: error: Kubernetes client: {e}", file=sys.stderr)
+        if settings.kube.kubeconfig is None:  # in-cluster config, and no cluster around
+            print(
+                f"stowage coordinator: error: not inside a Kubernetes cluster ({e}):"
+                " pass --kubeconfig PATH, or --standalone for the built-in API emulator",
+                file=sys.stderr,
+            )
+        else:
+            print(f"stowage coordinator: error: Kubernetes client: {e}", file=sys.stderr)
         return 2
     return run(serve(settings, cluster, client), settings)
 
