@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--coordinator",
         default="http://127.0.0.1:8080",
-        help="base URL of a coordinator replica (default http://127.0.0.1:8080)",
+        help="base URL of a coordinator replica",
     )
     parser.add_argument("--node", help="one node (default: every node throttled now)")
     parser.add_argument("--json", action="store_true", help="print the coordinator's JSON")

@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 from common import logs
 from common.version import version
 
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """``--help`` shows each option's default, unless its help already says it in words
+    or there is none to show (argparse's own defaults formatter prints ``None``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False, "", argparse.SUPPRESS) or "default" in text:
+            return action.help
+        return f"{text} (default: %(default)s)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stowage", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="stowage", description=__doc__, formatter_class=DefaultsHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"stowage {version()}")
     parser.add_argument(
         "--log-level",
@@ -20,16 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="DEBUG, INFO, WARNING or ERROR",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    add_parser = functools.partial(sub.add_parser, formatter_class=DefaultsHelpFormatter)
 
     from agent import main as agent_main
 
-    agent = sub.add_parser("agent", help="node agent: collect this node's signals and report")
+    agent = add_parser("agent", help="node agent: collect this node's signals and report")
     agent_main.add_arguments(agent)
     agent.set_defaults(run=agent_main.main)
 
     from coordinator import options as coordinator_options
 
-    coordinator = sub.add_parser(
+    coordinator = add_parser(
         "coordinator", help="serve reports and scheduler calls; watch, lead, publish"
     )
     coordinator_options.add_arguments(coordinator)
@@ -37,13 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from hack.sim import options as sim_options
 
-    sim = sub.add_parser("sim", help="replay a pod trace under placement policies")
+    sim = add_parser("sim", help="replay a pod trace under placement policies")
     sim_options.add_arguments(sim)
     sim.set_defaults(run=_sim)
 
     from cli import plan as plan_cli
 
-    plan = sub.add_parser(
+    plan = add_parser(
         "plan", help="what the eviction planner would evict now, and why (never evicts)"
     )
     plan_cli.add_arguments(plan)
@@ -51,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from cli import colocation as colocation_cli
 
-    colocation = sub.add_parser(
+    colocation = add_parser(
         "colocation", help="why each node's best-effort pods are CPU-throttled now"
     )
     colocation_cli.add_arguments(colocation)

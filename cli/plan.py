@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--coordinator",
         default="http://127.0.0.1:8080",
-        help="base URL of a coordinator replica (default http://127.0.0.1:8080)",
+        help="base URL of a coordinator replica",
     )
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--pod", help="NAMESPACE/NAME of a pending pod (preemption)")

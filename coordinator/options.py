@@ -9,7 +9,11 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--listen", metavar="HOST:PORT", help="address to serve on (default from the config)")
+    add(
+        "--listen",
+        metavar="HOST:PORT",
+        help="address to serve on (default: the config's listen, 0.0.0.0:8080)",
+    )
     add(
         "--extender-listen",
         metavar="HOST:PORT",
