@@ -41,7 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     agent = None
     try:
-        token_file, api = _wait_for_banner(coordinator)
+        banner = _wait_for_banner(coordinator)
+        if banner is None:  # it printed why (a busy port: one line naming the address)
+            return coordinator.wait(15) or 1
+        token_file, api = banner
         agent = subprocess.Popen(
             [*stowage, "agent", "--coordinator", f"http://127.0.0.1:{args.port}",
              "--token-file", token_file, "--node-name", node, "--interval", str(args.interval),
@@ -63,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _wait_for_banner(coordinator: subprocess.Popen[str]) -> tuple[str, str]:
-    """The token file and API URL the standalone coordinator prints on start."""
+def _wait_for_banner(coordinator: subprocess.Popen[str]) -> tuple[str, str] | None:
+    """The token file and API URL the standalone coordinator prints on start; None when
+    it stopped before serving (its own error, already forwarded, says why)."""
     token_file = api = ""
     assert coordinator.stderr is not None
     for line in coordinator.stderr:
@@ -77,7 +81,7 @@ def _wait_for_banner(coordinator: subprocess.Popen[str]) -> tuple[str, str]:
             # Keep forwarding its log, or it would block once the pipe fills.
             threading.Thread(target=_forward, args=(coordinator.stderr,), daemon=True).start()
             return token_file, api
-    raise RuntimeError("the coordinator stopped before it was serving")
+    return None
 
 
 def _forward(stream: Any) -> None:

@@ -89,3 +89,20 @@ def test_every_option_with_a_default_says_it_in_help(capsys, command):
         if action.default in (None, False, "", argparse.SUPPRESS):
             continue
         assert "default" in entries[action.option_strings[0]], (command, action.option_strings)
+
+
+def test_make_run_on_a_busy_port_is_one_error_line_naming_the_address_and_exit_2():
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "hack.demo", "--port", str(port)],
+            capture_output=True, text=True, timeout=120, cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert errors == [
+        f"stowage coordinator: error: 127.0.0.1:{port}: Address already in use"
+        f" (while attempting to bind on address ('127.0.0.1', {port}))"
+    ]
