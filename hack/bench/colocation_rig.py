@@ -346,6 +346,9 @@ class Lines:
         return next((m for line in list(self.lines) if (m := re.search(pattern, line))), None)
 
     def text(self) -> str:
+        """All lines so far; once the process has ended, all it wrote (the reader gets a
+        moment to drain the pipe)."""
+        self._thread.join(5)
         return "".join(self.lines)
 
 

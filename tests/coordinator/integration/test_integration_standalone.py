@@ -11,17 +11,17 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import TypeVar
 
 import pytest
 
 from common import annotations as ann
+from hack.bench.colocation_rig import Lines
 from tests.coordinator.integration.integration_rig import KUBECTL
 
 T = TypeVar("T")
@@ -57,26 +57,6 @@ def http_get(url: str) -> tuple[int, str]:
         return e.code, e.read().decode()
     except OSError:
         return 0, ""
-
-
-class Lines:
-    """A process's stderr, read by a thread so the pipe never fills."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.lines: list[str] = []
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self.lines.append(line)
-
-    def find(self, pattern: str) -> re.Match[str] | None:
-        return next((m for line in list(self.lines) if (m := re.search(pattern, line))), None)
-
-    def text(self) -> str:
-        self._thread.join(5)
-        return "".join(self.lines)
 
 
 @pytest.fixture
