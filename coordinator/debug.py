@@ -18,6 +18,13 @@ eviction planner would evict now and why, without acting — the plan (node, vic
 the reason each is in it, the cost key, whether approval is needed) or the refusal.
 ``stowage plan --explain`` prints it. Cooldowns are the leader's executor's state, not
 this replica's: the answer says so and plans as if no queue were cooling down.
+
+``GET /debug/nodes[?filter=SUBSTRING][&limit=N]``: every node's tile
+(:mod:`coordinator.nodeview`), by name — the data of ``/ui`` and ``stowage top``. The
+filter keeps nodes whose name or GPU model contains it (any case).
+
+Like every ``/debug`` route, these are read-only and unauthenticated, on the main listener
+only: reach them as you reach ``/metrics`` (the NetworkPolicy decides who may).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from aiohttp import web
 
 from coordinator.eviction.plan import Plan, Refusal, plan_preemption, plan_pressure
 from coordinator.eviction.view import view_of
+from coordinator.nodeview import NODE_VIEW
 from coordinator.services import SERVICES
 
 
@@ -68,6 +76,36 @@ async def colocation(request: web.Request) -> web.Response:
     if node not in services.cluster.specs:
         return web.json_response({"error": f"node {node} is not known"}, status=404)
     return web.json_response({"leading": leading, **hub.explain(node, now)})
+
+
+MAX_NODES_LIMIT = 100_000
+MAX_FILTER_CHARS = 253  # the longest node name Kubernetes allows
+
+
+async def nodes(request: web.Request) -> web.Response:
+    """``GET /debug/nodes``: see the module docstring."""
+    view = request.app[NODE_VIEW]
+    wanted = request.query.get("filter", "")
+    raw_limit = request.query.get("limit")
+    if len(wanted) > MAX_FILTER_CHARS:
+        return web.json_response(
+            {"error": f"filter: at most {MAX_FILTER_CHARS} characters"}, status=400
+        )
+    limit = None
+    if raw_limit is not None:
+        if not raw_limit.isdecimal() or not 1 <= int(raw_limit) <= MAX_NODES_LIMIT:
+            error = f"limit: expected a whole number 1..{MAX_NODES_LIMIT}, got {raw_limit!r}"
+            return web.json_response({"error": error}, status=400)
+        limit = int(raw_limit)
+    tiles = view.tiles()
+    if wanted:
+        needle = wanted.casefold()
+        tiles = [
+            t
+            for t in tiles
+            if needle in t["name"].casefold() or needle in (t["gpu_model"] or "").casefold()
+        ]
+    return web.json_response(view.document(tiles[:limit]))
 
 
 PLAN_NOTE = "cooldowns are not applied here: the leader's executor keeps them"
@@ -152,3 +190,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/debug/explain", explain)
     app.router.add_get("/debug/colocation", colocation)
     app.router.add_get("/debug/evictions", evictions)
+    app.router.add_get("/debug/nodes", nodes)

@@ -2,11 +2,69 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+NODE_GAUGES: Final = (
+    ("stowage_node_fullness", "fullness", "Share of the node's fullest resource its pods hold"
+     " (the largest share of the stowage.io/fullness annotation), 0..1."),
+    ("stowage_node_gpu_free_milli", "gpu_free_milli", "Free milli-GPU of the node."),
+    ("stowage_node_gpu_frag_milli", "gpu_frag_milli", "FGD fragmentation of the node's free"
+     " GPU (milli-GPU typical pods could not use); absent on nodes without GPUs."),
+    ("stowage_node_memory_contiguity", "contiguity", "Share of the node's free memory in"
+     " blocks of 2 MiB or more, 0..1, from its latest fresh report."),
+    ("stowage_node_report_age_seconds", "age_s", "Seconds since the node's latest report was"
+     " received (this replica's clock); absent before its first."),
+    ("stowage_node_stale", "stale", "1 while the node has no fresh report (signals unknown)."),
+    ("stowage_node_throttled", "throttled", "1 while the node's best-effort pods have a CPU"
+     " quota (this replica's colocation controller)."),
+)  # fmt: skip
+"""(metric, key of the node's tile, help) of each per-node gauge labelled ``node`` only."""
+NODE_PSI: Final = (("cpu", "psi_cpu"), ("memory", "psi_memory"))
+"""``stowage_node_psi_some_percent``'s ``resource`` label values, and their tile keys."""
+
+
+class NodeGauges(Collector):
+    """Per-node gauges, computed at each scrape from the node view the application plugs
+    in as :attr:`source` (:mod:`coordinator.nodeview`), one series per node per signal.
+
+    Nothing is kept between scrapes: a node that left the cluster is not in the view, so
+    its series go with it, and the series stay bounded by the nodes there are now. A value
+    the view does not know (null) is left out rather than exported as a made-up number."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Sequence[Mapping[str, Any]]] = list
+        """The tiles of every node now (none until an application sets it)."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        tiles = self.source()
+        for metric, key, help_text in NODE_GAUGES:
+            family = GaugeMetricFamily(metric, help_text, labels=["node"])
+            for tile in tiles:
+                value = tile[key]
+                if value is not None:
+                    family.add_metric([tile["name"]], float(value))
+            yield family
+        psi = GaugeMetricFamily(
+            "stowage_node_psi_some_percent",
+            "PSI some of the node, in percent, as scoring reads it (the rate over the agent's"
+            " last interval, avg10 where it has none), by resource (cpu, memory).",
+            labels=["node", "resource"],
+        )
+        for tile in tiles:
+            for resource, key in NODE_PSI:
+                value = tile[key]
+                if value is not None:
+                    psi.add_metric([tile["name"], resource], float(value))
+        yield psi
 
 
 @dataclass
@@ -101,3 +159,5 @@ class CoordinatorMetrics:
             "Preemption plans published on their pending pods, awaiting approval.",
             registry=r,
         )
+        self.nodes = NodeGauges()
+        r.register(self.nodes)

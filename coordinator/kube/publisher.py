@@ -25,6 +25,7 @@ from coordinator.kube.leader import Fence, LeaseLost
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.ratelimit import TokenBucket
+from coordinator.state.cluster import ClusterState
 
 log = logging.getLogger(__name__)
 
@@ -52,16 +53,8 @@ def summarize(cluster: LiveCluster, name: str, now: float) -> Summary:
     assert state is not None and name in state.index
     i = state.index[name]
     numbers: dict[str, float] = {}
-    cpu_cap, gpu_cap = int(state.cpu_cap[i]), int(state.gpu_count[i]) * 1000
-    mem_cap = int(state.mem_cap[i])
-    true_mem = int(state.true_allocatable_mem_b[i])
-    mem_base = true_mem if true_mem > 0 else mem_cap
-    fullness = {
-        "cpu": _pct(cpu_cap - int(state.cpu_free[i]), cpu_cap),
-        "memory": _pct(mem_cap - int(state.mem_free[i]), mem_base),
-    }
-    if gpu_cap:
-        fullness["gpu"] = _pct(gpu_cap - state.gpu_idle_of(i), gpu_cap)
+    cpu_cap, mem_cap = int(state.cpu_cap[i]), int(state.mem_cap[i])
+    fullness = fullness_pct(state, i)
     numbers.update({f"fullness.{k}": v for k, v in fullness.items()})
     values: dict[str, str | None] = {
         ann.FULLNESS: ann.value({k: f"{v:.1f}" for k, v in fullness.items()}, now)
@@ -100,6 +93,23 @@ def summarize(cluster: LiveCluster, name: str, now: float) -> Summary:
     # carries it, and a changed state is always due.
     state = "fresh" if quota is None else f"fresh/be={quota}"
     return Summary(values, numbers, state)
+
+
+def fullness_pct(state: ClusterState, i: int) -> dict[str, float]:
+    """How full node ``i`` is, per resource, 0-100 (``stowage.io/fullness``): what its
+    pods hold of CPU, memory (of the true allocatable where the agent measured it) and,
+    on a node with GPUs, GPU milli. The node view shows the same numbers."""
+    cpu_cap, gpu_cap = int(state.cpu_cap[i]), int(state.gpu_count[i]) * 1000
+    mem_cap = int(state.mem_cap[i])
+    true_mem = int(state.true_allocatable_mem_b[i])
+    mem_base = true_mem if true_mem > 0 else mem_cap
+    fullness = {
+        "cpu": _pct(cpu_cap - int(state.cpu_free[i]), cpu_cap),
+        "memory": _pct(mem_cap - int(state.mem_free[i]), mem_base),
+    }
+    if gpu_cap:
+        fullness["gpu"] = _pct(gpu_cap - state.gpu_idle_of(i), gpu_cap)
+    return fullness
 
 
 def _colocation(

@@ -36,9 +36,10 @@ def signals_of(report: NodeReport) -> NodeSignals:
             memory_full = memory.full.avg10_pct
     if isinstance(usage, UsageSection) and not is_absent(usage.cpu):
         cpu_used = usage.cpu.used_pct  # type: ignore[union-attr]
-    contiguous = -1
+    contiguous = free = -1
     if isinstance(memfrag, MemfragSection):
         contiguous = sum([n.free_b_ge_2mib for n in memfrag.nodes])
+        free = sum([n.free_b for n in memfrag.nodes])
     true_allocatable, topology = -1, ""
     if isinstance(allocatable, AllocatableSection):
         true_allocatable = allocatable.memory.true_allocatable_b
@@ -54,6 +55,7 @@ def signals_of(report: NodeReport) -> NodeSignals:
         memory_full_pct=memory_full,
         cpu_used_pct=cpu_used,
         contiguous_2mib_b=contiguous,
+        free_mem_b=free,
         true_allocatable_mem_b=true_allocatable,
         largest_numa_cpu_m=numa_cpu_m,
         topology_policy=topology,

@@ -38,6 +38,9 @@ class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Real CPU use of the whole node over the agent's last interval, 0–100."""
     contiguous_2mib_b: int = -1
     """Free memory in blocks of 2 MiB or more, over the zones pods allocate from."""
+    free_mem_b: int = -1
+    """All free memory over the same zones: the whole that ``contiguous_2mib_b`` is a
+    share of (shown per node, not scored)."""
     true_allocatable_mem_b: int = -1
     """Memory pods can really use (agent's true allocatable), bytes."""
     largest_numa_cpu_m: int = -1

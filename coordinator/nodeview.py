@@ -1,0 +1,134 @@
+"""One tile per node: the single definition of what ``/debug/nodes``, the ``/ui`` node map,
+``stowage top`` and the per-node gauges in ``/metrics`` show about a node.
+
+Every value is read where the coordinator already keeps it, so the view cannot disagree
+with what the coordinator acts on:
+
+* ``fullness`` — the largest of the shares the ``stowage.io/fullness`` annotation
+  publishes (:func:`coordinator.kube.publisher.fullness_pct`: CPU, memory, GPU), as a
+  fraction: the resource that runs out first says how full a node is;
+* ``gpu_frag_milli`` — FGD's expected fragmentation F_n(M) of the node's free GPU
+  (:mod:`coordinator.scoring.fragmentation`), with M the typical shapes of the pods the
+  coordinator knows now (bound and pending); null on a node without GPUs or before any
+  pod is known;
+* ``contiguity`` — the share of the node's free memory that sits in blocks of 2 MiB or
+  more, from its latest fresh report (the signal the contiguity filter reads);
+* ``psi_cpu`` / ``psi_memory`` — PSI ``some`` in percent as scoring reads it (the rate
+  over the agent's last interval, avg10 where it has none);
+* ``throttled`` / ``throttle_reason`` — the colocation controller's best-effort quota;
+* ``stale`` — no fresh signals (never reported, or silent longer than
+  ``signals.report_ttl_s``); ``age_s`` — seconds since the latest report was received, on
+  the coordinator's monotonic clock; ``reporting`` — an agent reported for the node since
+  this replica started.
+
+Nodes without any report appear too (from the Node objects), their signals null.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, TypedDict
+
+from aiohttp import web
+
+from coordinator.colocation.controller import RELEASED
+from coordinator.kube.publisher import fullness_pct
+from coordinator.live import LiveCluster
+from coordinator.scoring.fragmentation import Fragmentation, Shape, typical_shapes
+
+
+class Tile(TypedDict):
+    """One node as the view shows it (the JSON of ``/debug/nodes``; see the module)."""
+
+    name: str
+    gpu_model: str | None
+    gpus: int
+    gpu_free_milli: int
+    fullness: float | None
+    gpu_frag_milli: float | None
+    contiguity: float | None
+    psi_cpu: float | None
+    psi_memory: float | None
+    throttled: bool
+    throttle_reason: str | None
+    stale: bool
+    age_s: float | None
+    reporting: bool
+
+
+class NodeView:
+    """The tiles of every node the cluster state holds, now.
+
+    Keeps FGD's fragmentation memo between calls while the typical shapes stay the same,
+    so a scrape or a page refresh of an unchanged cluster costs a dictionary lookup per
+    node, not a pass over the shapes."""
+
+    def __init__(self, cluster: LiveCluster) -> None:
+        self.cluster = cluster
+        self._shapes: list[tuple[Shape, float]] = []
+        self._fragmentation = Fragmentation([])
+
+    def tiles(self) -> list[Tile]:
+        """Every node's tile, by name."""
+        cluster = self.cluster
+        state = cluster.state
+        if state is None:
+            return []
+        now = cluster.clock.monotonic()
+        frag = self._measure()
+        throttles = cluster.colocation.throttles
+        tiles: list[Tile] = []
+        for name in sorted(cluster.specs):
+            i = state.index[name]
+            spec = cluster.specs[name]
+            signals = cluster.signals.get(name)
+            received = cluster.received_at.get(name)
+            throttle = throttles.get(name, RELEASED)
+            throttled = throttle.quota_m is not None
+            gpus = int(state.gpu_count[i])
+            contiguity = None
+            if signals is not None and signals.contiguous_2mib_b >= 0 and signals.free_mem_b > 0:
+                contiguity = min(1.0, signals.contiguous_2mib_b / signals.free_mem_b)
+            tiles.append(
+                Tile(
+                    name=name,
+                    gpu_model=spec.gpu_model or None,
+                    gpus=gpus,
+                    gpu_free_milli=state.gpu_idle_of(i),
+                    fullness=max(fullness_pct(state, i).values()) / 100.0,
+                    gpu_frag_milli=None
+                    if frag is None or not gpus
+                    else frag.node(int(state.cpu_free[i]), state.gpu_tuple(i), spec.gpu_model),
+                    contiguity=contiguity,
+                    psi_cpu=None if signals is None else _known(signals.cpu_pressure_pct),
+                    psi_memory=None if signals is None else _known(signals.memory_pressure_pct),
+                    throttled=throttled,
+                    throttle_reason=throttle.reason if throttled else None,
+                    stale=signals is None,
+                    age_s=None if received is None else max(0.0, now - received),
+                    reporting=received is not None,
+                )
+            )
+        return tiles
+
+    def _measure(self) -> Fragmentation | None:
+        """F_n(M) for the pods known now; None while none is."""
+        shapes = typical_shapes(self.cluster.pods.values())
+        if not shapes:
+            return None
+        if shapes != self._shapes:
+            self._shapes, self._fragmentation = shapes, Fragmentation(shapes)
+        return self._fragmentation
+
+    def document(self, tiles: list[Tile]) -> dict[str, Any]:
+        """The JSON ``/debug/nodes`` answers with these tiles."""
+        return {"generated_at": self.cluster.clock.wall(), "nodes": tiles}
+
+
+NODE_VIEW = web.AppKey("node_view", NodeView)
+"""The application's one :class:`NodeView` (``/debug/nodes`` and the gauges share it)."""
+
+
+def _known(value: float) -> float | None:
+    """NaN ("not measured") as null."""
+    return None if math.isnan(value) else value
