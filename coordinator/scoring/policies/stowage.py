@@ -18,9 +18,11 @@ trace), refreshed at 64, 128, 256 … pods and then every ``relearn_max`` pods.
 
 With ``reserve_gpu_cpu`` (opt-in), CPU-only pods are admitted to a node only if it keeps
 enough CPU for the node's whole free GPUs: when a cluster runs out of CPU, the CPU-only
-pods wait rather than leave GPUs idle. Off by default because in a live cluster such a pod
-sits pending next to free CPU, which reads as a scheduler fault; the README gives the
-trade-off measured on the openb trace.
+pods wait rather than leave GPUs idle. The rule is the admission rule ``reserve-gpu-cpu``
+of :mod:`coordinator.scoring.admission` (its own ρ, learnt from the GPU pods seen), which
+any policy can be given. Off by default because in a live cluster such a pod sits pending
+next to free CPU, which reads as a scheduler fault; the README gives the trade-off
+measured on the openb trace.
 
 Live signals adjust the score where an agent reported them (in a trace they are all
 unknown, and neutral): stall pressure above a threshold costs points, a pod that needs
@@ -41,11 +43,12 @@ import numpy as np
 import numpy.typing as npt
 
 from common.errors import ConfigError
+from coordinator.scoring import admission
 from coordinator.scoring.base import Policy
 from coordinator.scoring.fragmentation import Fragmentation
 from coordinator.scoring.policies.fgd import after_take
 from coordinator.scoring.workload import WorkloadModel
-from coordinator.state.cluster import MILLI_PER_GPU, ClusterState, Placement
+from coordinator.state.cluster import ClusterState, Placement
 from coordinator.state.podrequest import PodRequest
 from coordinator.state.signals import Links
 
@@ -103,6 +106,9 @@ class Stowage(Policy):
     def __init__(self, args: StowageArgs) -> None:
         self.args = args
         self.model = WorkloadModel()
+        self.admission = admission.build_rules(
+            [admission.ReserveGpuCpu.name] if args.reserve_gpu_cpu else []
+        )
         self._frag = Fragmentation([])
         self._rho = self.model.cpu_m_per_gpu_milli
         self._next_relearn = _FIRST_RELEARN
@@ -130,12 +136,7 @@ class Stowage(Policy):
     def admit(
         self, state: ClusterState, pod: PodRequest, feasible: npt.NDArray[np.bool_]
     ) -> npt.NDArray[np.bool_]:
-        if not self.args.reserve_gpu_cpu or pod.gpus:
-            return feasible
-        whole_free = (state.gpu_free == MILLI_PER_GPU).sum(axis=1) * MILLI_PER_GPU
-        keeps_cpu = state.cpu_free - pod.cpu_m >= self._rho * whole_free
-        admitted: npt.NDArray[np.bool_] = feasible & keeps_cpu
-        return admitted
+        return admission.narrow(self.admission, state, pod, feasible)
 
     def shape_key(self, pod: PodRequest) -> Hashable:
         return (pod.cpu_m, pod.gpus, pod.gpu_milli, pod.gpu_models, pod.contiguous_b)
@@ -241,6 +242,8 @@ class Stowage(Policy):
         }
 
     def observe(self, state: ClusterState, pod: PodRequest, placement: Placement | None) -> None:
+        for rule in self.admission:
+            rule.observe(pod)
         self.model.observe(pod)
         if self.model.pods >= self._next_relearn:
             self._frag = Fragmentation(self.model.typical(self.args.coverage))
