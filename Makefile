@@ -6,8 +6,11 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# The image the manifests in daemonset/ run: stowage:<version in pyproject.toml>.
+IMAGE  ?= stowage
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench image clean
 
 $(BIN)/stowage: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +34,9 @@ lint: $(BIN)/stowage
 
 bench: $(BIN)/stowage
 	$(BIN)/python -m hack.bench.agent_cost
+
+image:
+	docker build -t $(IMAGE):$(VERSION) .
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
