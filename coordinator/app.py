@@ -21,7 +21,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from coordinator import debug, ingest
+from coordinator import debug, ingest, ui
 from coordinator.eviction.cycle import Cycle
 from coordinator.eviction.executor import Executor
 from coordinator.extender import kube as kube_extender
@@ -49,6 +49,7 @@ def make_app(
         kube_extender.add_routes(app)
     volcano_extender.add_routes(app)
     debug.add_routes(app)
+    ui.add_routes(app)
     view = app[NODE_VIEW] = NodeView(services.cluster)
     services.metrics.nodes.source = view.tiles
     app.router.add_get("/healthz", healthz)

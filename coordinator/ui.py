@@ -1,0 +1,58 @@
+"""``GET /ui``: the live node map, one self-contained page (``nodemap.html``).
+
+The page draws one tile per node from ``GET /debug/nodes``, which it polls; it asks for
+it by a relative URL, so the map works wherever the coordinator's root is reached —
+``kubectl port-forward``, or ``kubectl proxy``'s ``.../services/NAME:PORT/proxy/ui``,
+which puts the caller's own Kubernetes credentials in front of it. It is served like
+``/debug/*``, on the main listener, and carries no data itself.
+
+Nothing is fetched from anywhere else: CSS and JavaScript are inline, and the
+Content-Security-Policy sent with the page says so to the browser — only that one
+script (by its SHA-256) may run, and it may connect to this origin alone — so a node
+name or a GPU model that somehow held markup could never load or run anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from importlib import resources
+from typing import Final
+
+from aiohttp import web
+
+PATH: Final = "/ui"
+PAGE: Final = "nodemap.html"
+
+
+def security_policy(page: str) -> str:
+    """The page's Content-Security-Policy: its inline script by hash, its own origin."""
+    scripts = re.findall(r"<script>(.*?)</script>", page, flags=re.DOTALL)
+    hashes = " ".join(
+        f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'"
+        for s in scripts
+    )
+    return (
+        "default-src 'none'; "
+        f"script-src {hashes}; "
+        "style-src 'unsafe-inline'; "
+        "connect-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+
+
+def add_routes(app: web.Application) -> None:
+    """Serve the page, read once from the package: it never changes while running."""
+    page = resources.files(__package__).joinpath(PAGE).read_text(encoding="utf-8")
+    headers = {
+        "Content-Security-Policy": security_policy(page),
+        "Cache-Control": "no-cache",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+    }
+
+    async def ui(request: web.Request) -> web.Response:
+        return web.Response(text=page, content_type="text/html", headers=headers)
+
+    app.router.add_get(PATH, ui)
