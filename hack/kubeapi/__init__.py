@@ -11,6 +11,8 @@ one that runs in a cluster, with the official ``kubernetes`` client and ``kubect
   and ``/status`` subresources;
 * watches replaying a bounded change history, with 410 Expired once it has moved on;
 * ``pods/eviction`` with the PodDisruptionBudget rules (201, 429, 500, dry run);
+* ``pods/binding`` and ``bindings`` as a scheduler binds (201, 409 when already bound), and
+  an emulated kubelet that starts a bound pod on an existing node (Running, Ready, pod IP);
 * ``tokenreviews`` with pod-bound tokens, node-name extras and audiences;
 * optional bearer-token authentication of the API itself;
 * injected faults (``api.faults``): error Status answers (409, 429 with Retry-After, 5xx),
@@ -25,15 +27,16 @@ too keeps the semantics in one place and costs no dependency.
 
 Known differences from a real apiserver (each a choice, not an accident): no controllers
 (PDB status is what was written, nothing is garbage collected, finalizers do not hold a
-delete), so deletes are immediate (a pod on a node is first marked terminating); no RBAC
-or admission beyond namespace existence; validation of metadata only; no server-side apply,
-managedFields or dry run outside eviction; legacy discovery without OpenAPI; Table output
+delete), so deletes are immediate (a pod on a node is first marked terminating); the
+emulated kubelet runs nothing, so a started pod stays Running; no RBAC or admission beyond
+namespace existence; validation of metadata only; no server-side apply, managedFields or
+dry run outside eviction and binding; legacy discovery without OpenAPI; Table output
 with the default columns; continue tokens do not pin a snapshot.
 
 Layout: ``store`` (objects, resourceVersion, history), ``crud`` (routing and the generic
 verbs), ``watch``, ``patch``, ``selectors``, ``eviction``, ``tokens``, ``discovery``,
-``table``, ``validation``, ``faults``, ``objects`` (builders), ``server`` (``KubeApi``),
-``__main__``.
+``binding``, ``kubelet``, ``table``, ``validation``, ``faults``, ``objects`` (builders),
+``server`` (``KubeApi``), ``__main__``.
 """
 
 from hack.kubeapi.server import KubeApi

@@ -8,6 +8,7 @@ from typing import Final
 
 from aiohttp import web
 
+from hack.kubeapi.kubelet import PodAddresses
 from hack.kubeapi.store import Store
 from hack.kubeapi.tokens import TokenBook
 
@@ -23,6 +24,10 @@ class Cluster:
     """A watch without ``timeoutSeconds`` ends after this (the apiserver picks 30-60 min)."""
     bookmark_interval_s: float = 60.0
     """How often a watch with ``allowWatchBookmarks`` gets a BOOKMARK (apiserver: ~1 min)."""
+    kubelet: bool = True
+    """Start pods bound to existing nodes (:mod:`hack.kubeapi.kubelet`); off: they stay
+    Pending, for tests that write pod status themselves."""
+    pod_addresses: PodAddresses = field(default_factory=PodAddresses)
     closing: bool = False
     wakers: set[Callable[[], None]] = field(default_factory=set)
 

@@ -21,6 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from hack.kubeapi import (
+    binding,
     errors,
     eviction,
     objects,
@@ -32,7 +33,15 @@ from hack.kubeapi import (
     watch,
 )
 from hack.kubeapi.cluster import CLUSTER, Cluster
-from hack.kubeapi.resources import NAMESPACES, PODS, RESOURCES, Resource, lookup
+from hack.kubeapi.resources import (
+    BINDINGS,
+    NAMESPACES,
+    PODS,
+    RESOURCES,
+    SUBRESOURCE_KINDS,
+    Resource,
+    lookup,
+)
 from hack.kubeapi.store import Obj
 
 log = logging.getLogger(__name__)
@@ -112,7 +121,7 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
 
 def _verb(request: web.Request, target: Target) -> str:
     method, res = request.method, target.res
-    if target.sub == "eviction":
+    if target.sub in SUBRESOURCE_KINDS:
         verb = "create" if method == "POST" else ""
     elif target.name is None:
         watching = request.query.get("watch") in ("true", "1")
@@ -148,6 +157,10 @@ def _write(
         return 201, eviction.evict(
             cluster.store, target.namespace or "", target.name or "", body, query
         )
+    if target.sub == "binding" or res is BINDINGS:
+        obj = _object(body, BINDINGS)
+        _same_namespace(obj, target.namespace)
+        return 201, binding.bind(cluster, target.namespace or "", target.name, obj, query)
     if res.plural == "tokenreviews":
         return 201, tokens.review(cluster.tokens, _object(body, res))
     if verb == "create":
@@ -242,8 +255,7 @@ def _respond(request: web.Request, code: int, obj: Obj) -> web.Response:
 def create(cluster: Cluster, res: Resource, namespace: str | None, obj: Obj) -> Obj:
     md = obj["metadata"]
     if res.namespaced:
-        if md.get("namespace") and md["namespace"] != namespace:
-            raise errors.bad_request(NS_MISMATCH)
+        _same_namespace(obj, namespace)
         md["namespace"] = namespace
         if cluster.store.find(NAMESPACES, "", namespace or "") is None:
             raise errors.not_found("namespaces", namespace or "")
@@ -274,6 +286,14 @@ def create(cluster: Cluster, res: Resource, namespace: str | None, obj: Obj) -> 
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = md["name"]
     validation.validate(res, obj)
     return cluster.store.create(res, obj)
+
+
+def _same_namespace(obj: Obj, namespace: str | None) -> None:
+    """``EnsureObjectNamespaceMatchesRequestNamespace``: an object's namespace, when set,
+    is the request's."""
+    given = obj["metadata"].get("namespace")
+    if given and given != namespace:
+        raise errors.bad_request(NS_MISMATCH)
 
 
 def _merge_write(res: Resource, sub: str | None, old: Obj, new: Obj) -> Obj:

@@ -51,7 +51,10 @@ def _resource_list(group: str, version: str) -> dict[str, Any]:
             }
             other = resources.SUBRESOURCE_KINDS.get(sub)
             if other:
-                sub_entry.update(group=other[0], version=other[1], kind=other[2], verbs=["create"])
+                group_, version_, kind = other
+                if group_ != res.group:  # listed only when not the parent's, as the apiserver does
+                    sub_entry.update(group=group_, version=version_)
+                sub_entry.update(kind=kind, verbs=["create"])
             entries.append(sub_entry)
     out: dict[str, Any] = {"kind": "APIResourceList", "groupVersion": version, "resources": entries}
     if group:
@@ -118,6 +121,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/version/", version)  # the Python client's VersionApi asks here
     app.router.add_get("/api", core)
     app.router.add_get("/api/v1", core_v1)
+    app.router.add_get("/api/v1/", core_v1)  # the Python client's get_api_resources
     app.router.add_get("/apis", groups)
     app.router.add_get("/apis/{group}", group)
     app.router.add_get("/apis/{group}/{version}", group_version)

@@ -70,7 +70,7 @@ PODS = Resource(
     "Pod",
     True,
     short_names=("po",),
-    subresources=("status", "eviction"),
+    subresources=("status", "eviction", "binding"),
     return_deleted=True,
     field_selectors=(
         "spec.nodeName",
@@ -135,6 +135,9 @@ PDBS = Resource(
     has_status=True,
     has_generation=True,
 )
+BINDINGS = Resource(
+    "", "v1", "bindings", "binding", "Binding", True, verbs=("create",), stored=False
+)
 TOKEN_REVIEWS = Resource(
     "authentication.k8s.io",
     "v1",
@@ -146,10 +149,19 @@ TOKEN_REVIEWS = Resource(
     stored=False,
 )
 
-RESOURCES: tuple[Resource, ...] = (NODES, PODS, NAMESPACES, EVENTS, LEASES, PDBS, TOKEN_REVIEWS)
+RESOURCES: tuple[Resource, ...] = (
+    NODES,
+    PODS,
+    NAMESPACES,
+    EVENTS,
+    BINDINGS,
+    LEASES,
+    PDBS,
+    TOKEN_REVIEWS,
+)
 
-# The kinds of subresources for the discovery lists; eviction is a policy/v1 Eviction.
-SUBRESOURCE_KINDS = {"status": None, "eviction": ("policy", "v1", "Eviction")}
+# The kinds of the create-only subresources (group, version, kind), for discovery and routing.
+SUBRESOURCE_KINDS = {"eviction": ("policy", "v1", "Eviction"), "binding": ("", "v1", "Binding")}
 
 
 def group_versions() -> dict[str, list[str]]:

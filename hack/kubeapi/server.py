@@ -63,6 +63,7 @@ class KubeApi:
         ssl_context: ssl.SSLContext | None = None,
         watch_timeout_s: float = 1800.0,
         bookmark_interval_s: float = 60.0,
+        kubelet: bool = True,
     ) -> None:
         self.host, self.port, self.ssl_context = host, port, ssl_context
         self.store = Store(history)
@@ -73,6 +74,7 @@ class KubeApi:
             require_auth=require_auth,
             watch_timeout_s=watch_timeout_s,
             bookmark_interval_s=bookmark_interval_s,
+            kubelet=kubelet,
         )
         for name in DEFAULT_NAMESPACES:
             self.store.create(NAMESPACES, objects.namespace(name))
