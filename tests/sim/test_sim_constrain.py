@@ -75,7 +75,7 @@ def test_the_share_of_gpu_pods_gets_a_spec(files, tmp_path, share, expected):
 
 
 def test_specs_name_one_or_two_models_that_can_host_the_pod(files, tmp_path):
-    out = make(files, tmp_path, "--share", 1, "--seed", 3, "--pairs", 0.5)
+    out = make(files, tmp_path, "--share", 1, "--seed", 3, "--param", "pairs=0.5")
     specs = Counter()
     for pod in trace.load_pods(out):
         if not pod.gpus:
@@ -91,9 +91,13 @@ def test_specs_name_one_or_two_models_that_can_host_the_pod(files, tmp_path):
 
 
 def test_pairs_zero_and_one(files, tmp_path):
-    single = trace.load_pods(make(files, tmp_path, "--share", 1, "--pairs", 0, name="one.csv"))
+    single = trace.load_pods(
+        make(files, tmp_path, "--share", 1, "--param", "pairs=0", name="one.csv")
+    )
     assert {len(p.gpu_models) for p in single if p.gpus} == {1}
-    double = trace.load_pods(make(files, tmp_path, "--share", 1, "--pairs", 1, name="two.csv"))
+    double = trace.load_pods(
+        make(files, tmp_path, "--share", 1, "--param", "pairs=1", name="two.csv")
+    )
     # every pod with two possible models gets both; 8-GPU pods can only have A
     assert {len(p.gpu_models) for p in double if p.gpus == 8} == {1}
     assert {len(p.gpu_models) for p in double if p.gpus and p.gpus < 8} == {2}
@@ -110,7 +114,7 @@ def test_models_are_weighted_by_gpu_count(tmp_path):
         tmp_path / "p.csv", POD_HEADER, [(f"p{i}", 100, 1, 1, 500, "") for i in range(2000)]
     )
     out = tmp_path / "o.csv"
-    args = [str(pods), str(out), "--nodes", str(nodes), "--share", "1", "--pairs", "0"]
+    args = [str(pods), str(out), "--nodes", str(nodes), "--share", "1", "--param", "pairs=0"]
     assert constrain.main(args) == 0
     count = Counter("|".join(sorted(p.gpu_models)) for p in trace.load_pods(out))
     assert set(count) == {"A", "B"}
@@ -174,9 +178,51 @@ def test_the_module_runs_as_a_command_with_the_node_list_beside_the_pods(tmp_pat
     ("args", "problem"),
     [
         (["--share", "1.5"], "--share 1.5: expected a fraction in [0, 1]"),
-        (["--pairs", "-0.1"], "--pairs -0.1: expected a fraction in [0, 1]"),
+        (["--param", "pairs=-0.1"], "pairs -0.1: expected a fraction in [0, 1]"),
         (["--seed", "-1"], "--seed -1: expected a number >= 0"),
         (["--nodes", "{tmp}/none.csv"], "{tmp}/none.csv: No such file or directory"),
+        (
+            ["--family", "zipf"],
+            "--family zipf: unknown; known: uniform, concentrated, small-pool, alternatives, "
+            "size-correlated, mixed",
+        ),
+        (
+            ["--family", "concentrated", "--param", "pairs=1"],
+            "--param pairs: family concentrated has no such parameter; known: zipf, order, "
+            "min_pool",
+        ),
+        (
+            ["--family", "mixed", "--param", "zipf=1"],
+            "--param zipf: family mixed has no such parameter; known: none",
+        ),
+        (
+            ["--family", "small-pool", "--param", "overload=lots"],
+            "--param overload=lots: expected a number",
+        ),
+        (["--family", "small-pool", "--param", "pools=A,Z"], "pools: no node has GPU model 'Z'"),
+        (["--family", "small-pool", "--param", "pools="], "pools: expected at least one GPU model"),
+        (
+            ["--family", "small-pool", "--param", "overload=-1"],
+            "overload -1: expected a number >= 0",
+        ),
+        (["--family", "concentrated", "--param", "zipf=-0.5"], "zipf -0.5: expected a number >= 0"),
+        (
+            ["--family", "concentrated", "--param", "min_pool=2"],
+            "min_pool 2: expected a fraction in [0, 1]",
+        ),
+        (["--family", "concentrated", "--param", "order=A|Q"], "order: no node has GPU model 'Q'"),
+        (
+            ["--family", "alternatives", "--param", "groups=;"],
+            "groups: expected at least one group of GPU models",
+        ),
+        (
+            ["--family", "alternatives", "--param", "groups=A|X"],
+            "groups: no node has GPU model 'X'",
+        ),
+        (["--family", "size-correlated", "--param", "bias=-1"], "bias -1: expected a number >= 0"),
+        (["--family", "size-correlated", "--param", "big=0"], "big 0: expected a number >= 1"),
+        (["--param", "pairs"], "--param 'pairs': expected KEY=VALUE"),
+        (["--param", "pairs=0.1", "--param", "pairs=0.2"], "--param pairs: given twice"),
         (["--nodes", "{tmp}/cpu.csv"], "{tmp}/cpu.csv: no node has a GPU with a model name"),
     ],
 )
@@ -191,6 +237,23 @@ def test_bad_arguments_exit_2_with_one_line(files, tmp_path, capsys, args, probl
     assert not out.exists()
 
 
+def test_a_share_beyond_the_pods_some_model_can_host_is_refused(tmp_path, capsys):
+    nodes = write_csv(tmp_path / "n.csv", NODE_HEADER, NODES)
+    # p1 asks for 16 GPUs, more than any node has: only 1 of the 2 GPU pods can be constrained
+    rows = [("p0", 100, 1, 1, 500, ""), ("p1", 100, 1, 16, 1000, ""), ("p2", 100, 1, 0, 0, "")]
+    pods = write_csv(tmp_path / "p.csv", POD_HEADER, rows)
+    out = tmp_path / "o.csv"
+    argv = [str(pods), str(out), "--nodes", str(nodes), "--share", "1"]
+    assert constrain.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "constrain: error: --share 1.0: 2 pods to constrain, only 1 GPU pods without a "
+        "gpu_spec fit a node of some model\n"
+    )
+    assert not out.exists()
+    assert constrain.main([*argv[:-1], "0.5"]) == 0
+
+
 def test_refuses_to_overwrite_its_input(files, capsys):
     nodes, pods = files
     before = pods.read_bytes()
@@ -203,6 +266,181 @@ def test_missing_default_node_list_is_named(files, tmp_path, capsys):
     _, pods = files
     assert constrain.main([str(pods), str(tmp_path / "o.csv")]) == 2
     assert f"{tmp_path / 'openb_node_list_gpu_node.csv'}: No such file" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ generator families
+
+HOSTS = {8: {"A"}, 2: {"A", "C"}, 1: {"A", "B", "C"}}
+"""Models of :data:`NODES` that can host a pod of 1, 2 or 8 GPUs (CPU and memory fit all)."""
+
+
+def load(files) -> tuple[list, list]:
+    nodes, pods = files
+    return trace.load_pods(pods), trace.load_nodes(nodes)
+
+
+def spec_models(spec: str) -> set[str]:
+    return set(spec.split("|"))
+
+
+@pytest.mark.parametrize("family", sorted(constrain.FAMILIES))
+def test_every_family_meets_the_share_with_satisfiable_specs_the_same_per_seed(files, family):
+    pods, nodes = load(files)
+    first = constrain.choose_specs(pods, nodes, 0.5, 3, family=family)
+    assert len(first) == 20  # half of the 40 GPU pods
+    for i, spec in first.items():
+        assert pods[i].gpus
+        assert spec == "|".join(sorted(spec_models(spec)))
+        assert spec_models(spec) <= HOSTS[pods[i].gpus], (pods[i], spec)
+    assert constrain.choose_specs(pods, nodes, 0.5, 3, family=family) == first
+    others = [constrain.choose_specs(pods, nodes, 0.5, s, family=family) for s in (4, 5)]
+    assert any(o != first for o in others)
+
+
+@pytest.mark.parametrize("family", sorted(constrain.FAMILIES))
+def test_every_family_on_the_shared_list_names_models_a_node_can_host(family):
+    pods = trace.load_pods(need(OPENB / "openb_pod_list_default.csv"))
+    nodes = trace.load_nodes(need(OPENB / "openb_node_list_gpu_node.csv"))
+    specs = constrain.choose_specs(pods, nodes, 0.25, 42, family=family)
+    assert len(specs) == 1766  # round(0.25 × 7064)
+    for i, spec in specs.items():
+        p = pods[i]
+        hosts = [
+            n
+            for n in nodes
+            if n.gpu_model in spec_models(spec)
+            and n.gpus >= p.gpus
+            and n.cpu_m >= p.cpu_m
+            and n.mem_b >= p.mem_b
+        ]
+        assert hosts, (p, spec)
+
+
+def one_gpu_pods(tmp_path, count: int, milli: int) -> tuple[list, list]:
+    nodes = write_csv(tmp_path / "n.csv", NODE_HEADER, NODES)
+    rows = [(f"p{i:04d}", 100, 1, 1, milli, "") for i in range(count)]
+    return trace.load_pods(write_csv(tmp_path / "p.csv", POD_HEADER, rows)), trace.load_nodes(nodes)
+
+
+def test_concentrated_follows_the_rank_not_the_pool_size(tmp_path):
+    pods, nodes = one_gpu_pods(tmp_path, 2000, 500)
+    specs = constrain.choose_specs(pods, nodes, 1, 1, family="concentrated", order="C,A,B", zipf=2)
+    count = Counter(specs.values())
+    # Zipf 2 over ranks C, A, B: 1 : 1/4 : 1/9 → 73.5 %, 18.4 %, 8.2 % (sd ≈ 20 pods); by
+    # pool size C would get a third (12 of 36 GPUs)
+    assert 1390 < count["C"] < 1550
+    assert 300 < count["A"] < 440
+    assert 100 < count["B"] < 230
+    even = constrain.choose_specs(pods, nodes, 1, 1, family="concentrated", order="C,A,B", zipf=0)
+    assert all(580 < n < 760 for n in Counter(even.values()).values())
+
+
+def test_concentrated_draws_its_rank_per_seed_among_pools_big_enough(tmp_path):
+    pods, nodes = one_gpu_pods(tmp_path, 300, 500)
+    tops = set()
+    for seed in range(8):
+        specs = constrain.choose_specs(pods, nodes, 1, seed, family="concentrated", min_pool=0.2)
+        count = Counter(specs.values())
+        assert "B" not in count  # 4 of 36 GPUs, below 20 %
+        tops.add(count.most_common(1)[0][0])
+    assert tops == {"A", "C"}
+
+
+def test_small_pool_fills_each_named_pool_to_its_overload(tmp_path):
+    pods, nodes = one_gpu_pods(tmp_path, 200, 1000)
+    specs = constrain.choose_specs(pods, nodes, 1, 2, family="small-pool", pools="B,C", overload=2)
+    # B: 2 × 4 GPUs, C: 2 × 12 GPUs of whole-GPU pods; the other 168 to A, the only other
+    assert Counter(specs.values()) == {"B": 8, "C": 24, "A": 168}
+    half = constrain.choose_specs(pods, nodes, 1, 2, family="small-pool", pools="B", overload=1.5)
+    assert Counter(half.values())["B"] == 6
+    assert set(half.values()) == {"A", "B", "C"}
+
+
+def test_small_pool_keeps_pods_a_pool_cannot_host_elsewhere(files):
+    pods, nodes = load(files)
+    specs = constrain.choose_specs(pods, nodes, 1, 2, family="small-pool", pools="B", overload=9)
+    for i, spec in specs.items():
+        # B has 1-GPU nodes: every 1-GPU pod fits in 9 × 4 GPUs, the others cannot go there
+        assert spec == "B" if pods[i].gpus == 1 else spec != "B"
+
+
+def test_alternatives_name_a_group_cut_to_the_models_that_can_host_the_pod(files):
+    pods, nodes = load(files)
+    groups = "A|B;B|C;A|C"
+    specs = constrain.choose_specs(pods, nodes, 1, 6, family="alternatives", groups=groups)
+    by_gpus = {g: Counter(specs[i] for i in specs if pods[i].gpus == g) for g in (1, 2, 8)}
+    assert set(by_gpus[1]) == {"A|B", "B|C", "A|C"}
+    # B has 1-GPU nodes: A|B and B|C leave one model each, A|C two, and a list is preferred
+    assert set(by_gpus[2]) == {"A|C"}
+    assert set(by_gpus[8]) == {"A"}  # only A has 8-GPU nodes
+
+
+def test_alternatives_on_the_shared_list_are_lists_of_similar_cards():
+    pods = trace.load_pods(need(OPENB / "openb_pod_list_default.csv"))
+    nodes = trace.load_nodes(need(OPENB / "openb_node_list_gpu_node.csv"))
+    specs = constrain.choose_specs(pods, nodes, 0.3, 42, family="alternatives")
+    groups = [{"V100M16", "V100M32"}, {"P100", "T4", "V100M16", "V100M32"}, {"P100", "T4"}]
+    groups.append({"G2", "G3"})
+    assert all(any(spec_models(s) <= g for g in groups) for s in specs.values())
+    assert sum(1 for s in specs.values() if "|" in s) > 0.95 * len(specs)
+    assert Counter(specs.values())["P100|T4|V100M16|V100M32"] > 0.2 * len(specs)
+
+
+def test_size_correlated_sends_whole_gpus_to_big_nodes_and_shares_to_small_cards(files):
+    pods, nodes = load(files)
+    specs = constrain.choose_specs(pods, nodes, 1, 8, family="size-correlated")
+    for i, spec in specs.items():
+        if pods[i].gpu_milli == 1000:
+            assert spec == "A"  # the only model with 8-GPU nodes
+        else:
+            assert spec in {"B", "C"}
+    assert {"B", "C"} <= set(specs.values())
+
+
+def test_size_correlated_constrains_large_pods_more_often(tmp_path):
+    nodes = write_csv(tmp_path / "n.csv", NODE_HEADER, NODES)
+    rows = [(f"s{i:03d}", 100, 1, 1, 100, "") for i in range(100)]
+    rows += [(f"w{i:03d}", 100, 1, 8, 1000, "") for i in range(100)]
+    pods = trace.load_pods(write_csv(tmp_path / "p.csv", POD_HEADER, rows))
+    node_specs = trace.load_nodes(nodes)
+
+    def large(bias: float) -> int:
+        specs = constrain.choose_specs(
+            pods, node_specs, 0.25, 3, family="size-correlated", bias=bias
+        )
+        assert len(specs) == 50
+        return sum(1 for i in specs if pods[i].gpus == 8)
+
+    # weight 8 against 0.1 per pod: the 50 drawn are almost all 8-GPU pods; bias 0: about half
+    assert large(1) >= 47
+    assert 12 < large(0) < 38
+
+
+def test_mixed_draws_from_every_family():
+    pods = trace.load_pods(need(OPENB / "openb_pod_list_default.csv"))
+    nodes = trace.load_nodes(need(OPENB / "openb_node_list_gpu_node.csv"))
+    specs = constrain.choose_specs(pods, nodes, 0.3, 42, family="mixed")
+    count = Counter(specs.values())
+    assert count["P100|T4|V100M16|V100M32"] > 0  # only alternatives names four
+    assert any("|" in s and s.count("|") == 1 and "G2" in s for s in count)  # uniform's pairs
+    assert sum(n for s, n in count.items() if "|" not in s) > 0.4 * len(specs)
+
+
+def test_the_command_line_passes_family_and_parameters(files, tmp_path):
+    out = make(
+        files,
+        tmp_path,
+        "--share",
+        1,
+        "--family",
+        "small-pool",
+        "--param",
+        "pools=B",
+        "--param",
+        "overload=9",
+    )
+    pods = trace.load_pods(out)
+    assert {"|".join(sorted(p.gpu_models)) for p in pods if p.gpus == 1} == {"B"}
 
 
 # ----------------------------------------------------------- every policy obeys
