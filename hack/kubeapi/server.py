@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import socket
 import ssl
 import threading
@@ -28,6 +27,7 @@ from aiohttp import web
 from hack.kubeapi import crud, discovery, errors, faults, objects, selectors
 from hack.kubeapi.cluster import CLUSTER, Cluster
 from hack.kubeapi.faults import Faults
+from hack.kubeapi.kubeconfig import write_kubeconfig
 from hack.kubeapi.resources import NAMESPACES, NODES, PDBS, PODS
 from hack.kubeapi.store import Obj, Store
 from hack.kubeapi.tokens import Identity, TokenBook
@@ -102,7 +102,11 @@ class KubeApi:
         """Listen on ``host:port`` (port 0 picks a free one) and set ``url``."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
+        try:
+            sock.bind((self.host, self.port))
+        except OSError:
+            sock.close()
+            raise
         self.port = sock.getsockname()[1]
         self._runner = web.AppRunner(self.app(), shutdown_timeout=5.0)
         await self._runner.setup()
@@ -232,27 +236,8 @@ class KubeApi:
         namespace: str = "default",
         ca_file: Path | str | None = None,
     ) -> Path:
-        """Write a kubeconfig for ``url`` (JSON, which is YAML) and return its path. Note that
-        kubectl (client-go) uses the token only over TLS: serve with ``ssl_context`` to test
-        kubectl with ``require_auth``. Without ``ca_file`` a TLS server is not verified."""
-        cluster: dict[str, Any] = {"server": self.url}
-        if ca_file is not None:
-            cluster["certificate-authority"] = str(ca_file)
-        elif self.ssl_context is not None:
-            cluster["insecure-skip-tls-verify"] = True
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "kubeapi", "cluster": cluster}],
-            "users": [{"name": "kubeapi", "user": {"token": token} if token else {}}],
-            "contexts": [
-                {
-                    "name": "kubeapi",
-                    "context": {"cluster": "kubeapi", "user": "kubeapi", "namespace": namespace},
-                }
-            ],
-            "current-context": "kubeapi",
-        }
-        path = Path(path)
-        path.write_text(json.dumps(config, indent=2) + "\n")
-        return path
+        """Write a kubeconfig for ``url`` (:func:`hack.kubeapi.kubeconfig.write_kubeconfig`)
+        and return its path; call after ``start``."""
+        if not self.url:
+            raise RuntimeError("the emulator has no URL before it starts")
+        return write_kubeconfig(path, self.url, token=token, namespace=namespace, ca_file=ca_file)

@@ -1,14 +1,21 @@
-"""``python -m hack.kubeapi`` as a process: it prints its URL, seeds nodes and tokens, and
-stops on SIGTERM."""
+"""``python -m hack.kubeapi`` as a process: it prints its URL, seeds nodes and tokens, writes
+a kubeconfig that kubectl and the Python client's loader accept, stops on SIGTERM, and
+refuses a busy port or bad arguments in one line."""
 
 from __future__ import annotations
 
-import json
+import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 
-from kubernetes import client
+import pytest
+import yaml
+from kubernetes import client, config
+
+from hack.kubeapi.kubeconfig import write_kubeconfig
 
 
 def test_the_module_serves_seeded_nodes_and_tokens(tmp_path):
@@ -36,7 +43,7 @@ def test_the_module_serves_seeded_nodes_and_tokens(tmp_path):
         line = proc.stdout.readline()
         assert line.startswith("kubeapi serving on http://127.0.0.1:")
         url = line.split()[-1]
-        assert json.loads(config_path.read_text())["clusters"][0]["cluster"]["server"] == url
+        assert yaml.safe_load(config_path.read_text())["clusters"][0]["cluster"]["server"] == url
         with client.ApiClient(client.Configuration(host=url)) as c:
             nodes = client.CoreV1Api(c).list_node().items
             assert [n.metadata.name for n in nodes] == ["worker-1", "worker-2"]
@@ -52,3 +59,80 @@ def test_the_module_serves_seeded_nodes_and_tokens(tmp_path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         proc.stdout.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+def test_a_fixed_port_and_a_kubeconfig_kubectl_uses_as_is(tmp_path):
+    port = free_port()
+    path = tmp_path / "kubeconfig"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hack.kubeapi", "--listen", f"127.0.0.1:{port}",
+         "--seed-nodes", "1", "--admin-token", "s3cret", "--kubeconfig", str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout.readline().strip() == f"kubeapi serving on http://127.0.0.1:{port}"
+        written = yaml.safe_load(path.read_text())
+        assert written["current-context"] == "kubeapi"
+        assert written["users"] == [{"name": "kubeapi", "user": {"token": "s3cret"}}]
+        assert path.stat().st_mode & 0o777 == 0o600  # it holds a token
+        env = {**os.environ, "HOME": str(tmp_path), "KUBECONFIG": str(path)}
+        for args, out in [
+            (["config", "current-context"], "kubeapi"),
+            (["get", "nodes", "-o", "name"], "node/worker-1"),
+        ]:
+            done = subprocess.run(
+                ["kubectl", "--cache-dir", str(tmp_path / "cache"), *args],
+                capture_output=True, text=True, env=env, timeout=60, check=False,
+            )  # fmt: skip
+            assert (done.returncode, done.stdout.strip()) == (0, out), done.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        proc.stdout.close()
+
+
+def test_the_python_client_loads_the_written_kubeconfig(kube, tmp_path):
+    kube.add_node("worker-1")
+    path = write_kubeconfig(tmp_path / "k", kube.url, token="t", namespace="batch")
+    loaded = client.Configuration()
+    config.load_kube_config(config_file=str(path), client_configuration=loaded)
+    assert (loaded.host, loaded.api_key) == (kube.url, {"BearerToken": "Bearer t"})
+    with client.ApiClient(loaded) as c:
+        assert [n.metadata.name for n in client.CoreV1Api(c).list_node().items] == ["worker-1"]
+    context = yaml.safe_load(path.read_text())["contexts"][0]["context"]
+    assert context == {"cluster": "kubeapi", "user": "kubeapi", "namespace": "batch"}
+
+
+def test_an_https_server_without_a_ca_is_not_verified(tmp_path):
+    cluster = yaml.safe_load(write_kubeconfig(tmp_path / "k", "https://127.0.0.1:1").read_text())
+    assert cluster["clusters"][0]["cluster"] == {
+        "server": "https://127.0.0.1:1",
+        "insecure-skip-tls-verify": True,
+    }
+
+
+def test_a_busy_port_and_bad_arguments_are_one_line_errors(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for args, message in [
+            (["--listen", f"127.0.0.1:{port}"], f"cannot listen on 127.0.0.1:{port}: "),
+            (["--listen", "127.0.0.1:http"], "argument --listen: invalid HOST:PORT value"),
+            (["--token", "no-node"], "--token wants TOKEN=NODE, got 'no-node'"),
+        ]:
+            done = subprocess.run(
+                [sys.executable, "-m", "hack.kubeapi", *args, "--kubeconfig", str(tmp_path / "k")],
+                capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            assert done.returncode == 2, args
+            assert message in done.stderr.splitlines()[-1] and "Traceback" not in done.stderr
+            assert not (tmp_path / "k").exists()
