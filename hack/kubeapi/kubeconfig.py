@@ -2,8 +2,9 @@
 
 Written as YAML, as ``kubectl config view`` writes one, with a single cluster, user and
 context, that context current, and file mode 0600 since it may hold a bearer token. Note
-that kubectl (client-go) sends the token to an ``http://`` server too; serve with TLS where
-that matters.
+that kubectl (client-go) sends the token only over TLS: against an ``http://`` emulator
+with ``--require-auth`` it is refused ("You must be logged in"), so serve with TLS to use
+both (the Python client sends it either way).
 """
 
 from __future__ import annotations
