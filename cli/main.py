@@ -21,9 +21,9 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "stowage") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="stowage", description=__doc__, formatter_class=DefaultsHelpFormatter
+        prog=prog, description=__doc__, formatter_class=DefaultsHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"stowage {version()}")
     parser.add_argument(
@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     colocation_cli.add_arguments(colocation)
     colocation.set_defaults(run=colocation_cli.main)
+
+    from cli import top as top_cli
+
+    top = add_parser("top", help="every node's fullness, fragmentation, pressure, staleness")
+    top_cli.add_arguments(top)
+    top.set_defaults(run=top_cli.main)
     return parser
 
 
@@ -94,11 +100,17 @@ def _sim(args: argparse.Namespace) -> int:
     return code
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "stowage") -> int:
+    args = build_parser(prog).parse_args(argv)
     logs.setup(args.log_level)
     code: int = args.run(args)
     return code
+
+
+def kubectl_plugin() -> int:
+    """``kubectl-stowage``: kubectl runs it for ``kubectl stowage …`` with the words after
+    ``stowage`` (``kubectl stowage top --sort frag``): the same subcommands, named so."""
+    return main(prog="kubectl stowage")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,182 @@
+"""``stowage top``: every node's tile as a sortable terminal table, asked of a running
+coordinator (``GET /debug/nodes``, the data of its ``/ui`` node map and of its per-node
+gauges).
+
+    stowage top --coordinator http://stowage-coordinator:8080 --sort frag --filter a100
+    stowage top --coordinator http://… --watch 5        # redraw every 5 s, Ctrl-C ends
+    kubectl stowage top …                                # the same, as a kubectl plugin
+
+One line per node in 80 columns: free and total GPUs, how full the fullest resource is,
+GPU fragmentation (FGD, milli-GPU typical pods could not use), the share of free memory in
+2 MiB blocks, CPU and memory stall (PSI some, %), whether best-effort pods are throttled,
+and the age of the latest report (``*``: stale, its signals unknown; ``-``: no agent has
+reported). Exits 0, or 2 with one line when the coordinator cannot be asked or an option
+is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, TextIO
+
+from cli import debugask
+
+Tile = Mapping[str, Any]
+
+SORTS: Final[Mapping[str, tuple[Callable[[Tile], float | None], str]]] = {
+    "fullness": (lambda t: t["fullness"], "fullest first"),
+    "frag": (lambda t: t["gpu_frag_milli"], "most fragmented GPU first"),
+    "psi": (
+        lambda t: max((v for v in (t["psi_cpu"], t["psi_memory"]) if v is not None), default=None),
+        "most stalled (CPU or memory) first",
+    ),
+    "age": (
+        lambda t: float("inf") if t["age_s"] is None else t["age_s"],
+        "oldest report first, nodes without one at the top",
+    ),
+}
+"""Each sort but ``name``: the number it orders by, largest first (unknown values last,
+ties by name), and how the header says it."""
+
+COLUMNS: Final = (
+    ("NODE", 18), ("MODEL", 8), ("GPU", 7), ("FULL", 5), ("FRAG", 6), ("CONTIG", 6),
+    ("PSI-C", 6), ("PSI-M", 6), ("THR", 3), ("AGE", 6),
+)  # fmt: skip
+"""Header and width of each column: with a space between, 80 columns in all."""
+CLEAR: Final = "\x1b[H\x1b[2J"
+"""ANSI: cursor home, clear the screen (``--watch`` redraws in place)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--coordinator",
+        default="http://127.0.0.1:8080",
+        help="base URL of a coordinator replica",
+    )
+    parser.add_argument(
+        "--sort", choices=(*SORTS, "name"), default="fullness", help="the order of the rows"
+    )
+    parser.add_argument("--filter", help="only nodes whose name or GPU model contains this")
+    parser.add_argument(
+        "--limit", type=_positive_int, help="show only the first N rows (default: all)"
+    )
+    parser.add_argument(
+        "--watch",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="redraw every SECONDS until interrupted (default: print once)",
+    )
+
+
+def main(
+    args: argparse.Namespace,
+    out: TextIO | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Print the table once, or every ``--watch`` seconds until Ctrl-C; ``sleep`` is
+    injected so a test can end the loop."""
+    out = out or sys.stdout
+    params = {"filter": args.filter} if args.filter else {}
+    try:
+        while True:
+            try:
+                answer = debugask.ask(args.coordinator, "/debug/nodes", params)
+            except debugask.AskError as e:
+                print(f"stowage top: {e}", file=sys.stderr)
+                return 2
+            if args.watch is not None:
+                out.write(CLEAR)
+            out.write(table(answer["nodes"], args.sort, args.limit))
+            out.flush()
+            if args.watch is None:
+                return 0
+            sleep(args.watch)
+    except KeyboardInterrupt:
+        return 0
+
+
+def ordered(tiles: Sequence[Tile], sort: str) -> list[Tile]:
+    """The tiles in ``sort`` order (see :data:`SORTS`; ``name``: by name)."""
+    by_name = sorted(tiles, key=lambda t: t["name"])
+    if sort == "name":
+        return by_name
+    key = SORTS[sort][0]
+    known = [t for t in by_name if key(t) is not None]
+    unknown = [t for t in by_name if key(t) is None]
+    return sorted(known, key=lambda t: -key(t)) + unknown  # type: ignore[operator]
+
+
+def table(tiles: Sequence[Tile], sort: str, limit: int | None = None) -> str:
+    """The header line, the column titles and one row per tile, in ``sort`` order."""
+    rows = ordered(tiles, sort)
+    stale = sum(t["stale"] for t in tiles)
+    throttled = sum(t["throttled"] for t in tiles)
+    how = "by name" if sort == "name" else SORTS[sort][1]
+    lines = [
+        f"{len(tiles)} nodes, {stale} stale, {throttled} throttled; {how}",
+        _line([title for title, _ in COLUMNS]),
+    ]
+    lines += [_line(_cells(t)) for t in rows[:limit]]
+    return "\n".join(lines) + "\n"
+
+
+def _cells(t: Tile) -> list[str]:
+    gpus = f"{t['gpu_free_milli'] / 1000:.1f}/{t['gpus']}" if t["gpus"] else "-"
+    age = "-" if t["age_s"] is None else _duration(t["age_s"]) + ("*" if t["stale"] else "")
+    return [
+        t["name"],
+        t["gpu_model"] or "-",
+        gpus,
+        _pct(t["fullness"]),
+        "-" if t["gpu_frag_milli"] is None else f"{t['gpu_frag_milli']:.0f}",
+        _pct(t["contiguity"]),
+        _number(t["psi_cpu"]),
+        _number(t["psi_memory"]),
+        "yes" if t["throttled"] else "-",
+        age,
+    ]
+
+
+def _line(cells: Sequence[str]) -> str:
+    """Cells in their columns: text left, numbers right, cut to fit with ``~``."""
+    out = []
+    for i, (cell, (_, width)) in enumerate(zip(cells, COLUMNS, strict=True)):
+        if len(cell) > width:
+            cell = cell[: width - 1] + "~"
+        out.append(cell.ljust(width) if i < 2 else cell.rjust(width))
+    return " ".join(out).rstrip()
+
+
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.0f}%"
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _duration(seconds: float) -> str:
+    """At most 5 characters: ``42s``, ``17m``, ``5h``, ``3d``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdecimal() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    return seconds
