@@ -1,6 +1,8 @@
 # Two entry points, both self-contained on a machine with only Python 3.11:
-#   make run   -> creates .venv on first use, runs the coordinator (built-in Kubernetes API
-#                 emulator) and this machine's agent, printing its node annotations
+#   make run   -> creates .venv on first use, replays a real trace's pods through the
+#                 coordinator's extender on an emulated cluster, side by side with
+#                 kube-scheduler's default scoring; prints the summary and a plot's path, ends
+#                 by itself (make run ARGS=--keep stays up; ARGS=--help for the options)
 #   make test  -> creates .venv on first use, runs ruff, the import layer contracts
 #                 (.importlinter) and the test suite
 PYTHON ?= python3
@@ -19,7 +21,7 @@ $(BIN)/stowage: pyproject.toml
 	touch $@
 
 run: $(BIN)/stowage
-	$(BIN)/python -m hack.demo
+	$(BIN)/python -m hack.demo $(ARGS)
 
 test: $(BIN)/stowage
 	$(BIN)/ruff check .

@@ -1,0 +1,1 @@
+"""``make run``: the demo (see :mod:`hack.demo.main`)."""

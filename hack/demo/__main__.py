@@ -1,0 +1,5 @@
+import sys
+
+from hack.demo.main import main
+
+sys.exit(main())

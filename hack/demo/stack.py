@@ -1,0 +1,154 @@
+"""What the demo runs: the API emulator, the coordinator and this machine's agent.
+
+The emulator serves from a thread of this process (seeded directly, as a cluster's
+nodes would have registered), on a fixed port so the kubeconfig written for it stays
+valid while the demo runs. The coordinator and the agent are the real programs (``stowage
+coordinator --kubeconfig``, ``stowage agent``) in their own processes: the coordinator
+talks to the emulator through the same client code as to a cluster, and the agent sends
+this machine's reports to it with a token the emulator's TokenReview accepts. Their logs
+go to files in the run's directory; a coordinator that stops before serving (a busy
+port) has its own one-line error shown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Final
+
+import psutil
+
+from coordinator.config import CoordinatorSettings
+from coordinator.state.cluster import NodeSpec
+from hack.demo.httpjson import DemoError
+from hack.demo.workload import node_fields
+from hack.kubeapi import KubeApi
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+AGENT_INTERVAL_S: Final = 2.0
+
+
+class Refused(DemoError):
+    """A part of the demo could not start (a busy port): the message says why, or is
+    empty where that part's own line said it already."""
+
+
+def this_machine() -> NodeSpec:
+    """This machine as a node: its name (``$NODE_NAME``, else the hostname), CPUs and memory."""
+    name = os.environ.get("NODE_NAME") or socket.gethostname()
+    cpus = len(os.sched_getaffinity(0))
+    return NodeSpec(name=name, cpu_m=cpus * 1000, mem_b=psutil.virtual_memory().total)
+
+
+@dataclass
+class Stack:
+    api: KubeApi
+    coordinator_url: str
+    kubeconfig: Path
+    node: str
+
+
+@contextlib.contextmanager
+def running(
+    nodes: Sequence[NodeSpec], out: Path, api_port: int, coordinator_port: int
+) -> Iterator[Stack]:
+    """Start everything (``nodes`` seeded, the last one being this machine), stop it all
+    on the way out; :class:`Refused` if a part cannot start."""
+    settings = CoordinatorSettings()
+    with contextlib.ExitStack() as stack:
+        try:
+            api = stack.enter_context(KubeApi.in_thread(port=api_port))
+        except OSError as e:
+            raise Refused(f"127.0.0.1:{api_port}: {e.strerror or e}") from e
+        api.add_namespace(settings.kube.namespace)
+        for spec in nodes:
+            api.add_node(spec.name, **node_fields(spec))
+        node = nodes[-1].name
+        token = secrets.token_urlsafe(32)
+        api.add_token(
+            token,
+            node=node,
+            pod=f"stowage-agent-{node}",
+            namespace=settings.kube.namespace,
+            audiences=[settings.ingest.audience],
+        )
+        token_file = out / "agent-token"
+        token_file.write_text(token)
+        token_file.chmod(0o600)
+        kubeconfig = api.kubeconfig(out / "kubeconfig")
+        url = f"http://127.0.0.1:{coordinator_port}"
+        stowage = [sys.executable, "-m", "cli.main"]
+        coordinator = stack.enter_context(
+            _process(
+                [*stowage, "coordinator", "--kubeconfig", str(kubeconfig),
+                 "--listen", f"127.0.0.1:{coordinator_port}"],
+                out / "coordinator.log",
+                ready=re.compile(r"serving on"),
+            )
+        )  # fmt: skip
+        if coordinator is None:
+            raise Refused("")  # its own line (shown) says why
+        stack.enter_context(
+            _process(
+                [*stowage, "agent", "--coordinator", url, "--token-file", str(token_file),
+                 "--node-name", node, "--interval", str(AGENT_INTERVAL_S),
+                 "--pods-source", "none"],
+                out / "agent.log",
+            )
+        )  # fmt: skip
+        yield Stack(api, url, kubeconfig, node)
+
+
+@contextlib.contextmanager
+def _process(
+    command: list[str], log: Path, ready: re.Pattern[str] | None = None
+) -> Iterator[subprocess.Popen[str] | None]:
+    """Run ``command`` with its output in ``log``; with ``ready``, first wait for a line
+    matching it on stderr (None, its lines shown, when it ends before one). Stopped with
+    SIGTERM (SIGKILL after 10 s) on the way out."""
+    with log.open("w") as sink:
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=sink, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        try:
+            if ready is not None and not _wait_for(proc.stderr, ready, sink):
+                proc.wait(15)  # its output ended: it is ending
+                sys.stderr.write(log.read_text())
+                yield None
+                return
+            threading.Thread(target=_drain, args=(proc.stderr, sink), daemon=True).start()
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def _wait_for(stream: IO[str], ready: re.Pattern[str], sink: IO[str]) -> bool:
+    """Copy lines to ``sink`` until one matches ``ready`` (True) or the stream ends."""
+    for line in stream:
+        sink.write(line)
+        sink.flush()
+        if ready.search(line):
+            return True
+    return False
+
+
+def _drain(stream: IO[str], sink: IO[str]) -> None:
+    """Keep copying the process's stderr to its log (it would block once the pipe fills)."""
+    with contextlib.suppress(ValueError):  # the log was closed: the demo is ending
+        for line in stream:
+            sink.write(line)
+            sink.flush()
