@@ -11,6 +11,10 @@ client connection and debugging), each version as its first release has it (v1be
 the later releases that serve the version. Every object is closed
 (``additionalProperties: false``).
 
+A type is gated where it is reached: ``ScoringStrategy`` lists its fields for every
+version, and only the versions whose ``NodeResourcesFitArgs`` has ``scoringStrategy`` can
+get there.
+
 Plugin arguments (``pluginConfig[].args``) are a ``runtime.RawExtension`` decoded by
 plugin name: the plugins whose arguments a configuration here sets are checked strictly,
 and the plugins a version does not have are refused by name. The v1beta1 scoring plugins
@@ -163,22 +167,22 @@ TYPES: Final[dict[str, dict[str, Field]]] = {
         "scoringStrategy": ("ScoringStrategy", since("v1beta2")),
     },
     "ScoringStrategy": {
-        "type": ("ScoringStrategyType", since("v1beta2")),
-        "resources": (["ResourceSpec"], since("v1beta2")),
-        "requestedToCapacityRatio": ("RequestedToCapacityRatioParam", since("v1beta2")),
+        "type": ("ScoringStrategyType", ALL),
+        "resources": (["ResourceSpec"], ALL),
+        "requestedToCapacityRatio": ("RequestedToCapacityRatioParam", ALL),
     },
     "RequestedToCapacityRatioParam": {
-        "shape": (["UtilizationShapePoint"], since("v1beta2")),
+        "shape": (["UtilizationShapePoint"], ALL),
     },
     "NodeResourcesLeastAllocatedArgs": {
-        "resources": (["ResourceSpec"], until("v1beta1")),
+        "resources": (["ResourceSpec"], ALL),
     },
     "NodeResourcesMostAllocatedArgs": {
-        "resources": (["ResourceSpec"], until("v1beta1")),
+        "resources": (["ResourceSpec"], ALL),
     },
     "RequestedToCapacityRatioArgs": {
-        "shape": (["UtilizationShapePoint"], until("v1beta1")),
-        "resources": (["ResourceSpec"], until("v1beta1")),
+        "shape": (["UtilizationShapePoint"], ALL),
+        "resources": (["ResourceSpec"], ALL),
     },
     "ResourceSpec": {
         "name": ("string", ALL),
