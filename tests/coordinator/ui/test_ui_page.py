@@ -16,6 +16,7 @@ from aiohttp import web
 
 from coordinator import ui
 from tests.coordinator.ui.browser import Page
+from tests.coordinator.ui.tiles import same
 
 NODES: list[dict[str, Any]] = [
     {"name": "cpu-01", "gpu_model": None, "gpus": 0, "gpu_free_milli": 0, "fullness": 0.5,
@@ -78,36 +79,6 @@ async def coordinator() -> AsyncIterator[Coordinator]:
     await runner.cleanup()
 
 
-def expected_attributes(node: dict[str, Any]) -> dict[str, str]:
-    """The tile's data attributes for ``node`` as the page promises them: data-node for
-    the name, data-<field> with dashes for the rest, absent when null."""
-    attrs = {}
-    for key, value in node.items():
-        if value is None:
-            continue
-        name = "data-node" if key == "name" else "data-" + key.replace("_", "-")
-        attrs[name] = value
-    return attrs
-
-
-def same(attrs: dict[str, str], node: dict[str, Any]) -> bool:
-    """Whether a tile's attributes carry exactly ``node``'s values (numbers compared as
-    numbers: the page writes JavaScript's shortest form, 1 for 1.0)."""
-    want = expected_attributes(node)
-    if set(attrs) != set(want):
-        return False
-    for name, value in want.items():
-        if isinstance(value, bool):
-            if attrs[name] != str(value).lower():
-                return False
-        elif isinstance(value, int | float):
-            if float(attrs[name]) != value:
-                return False
-        elif attrs[name] != value:
-            return False
-    return True
-
-
 async def test_each_tile_carries_every_value_of_its_node(
     coordinator: Coordinator, page: Page
 ) -> None:
@@ -126,6 +97,12 @@ async def test_each_tile_carries_every_value_of_its_node(
     assert "data-contiguity" not in tiles[1] and tiles[1]["data-reporting"] == "false"
     assert tiles[4]["data-stale"] == "true" and tiles[4]["data-age-s"] == "95"
     assert await page.text("counts") == "5 shown / 5 nodes · 2 stale · 1 throttled"
+    # Marks the eye sees: throttled tiles framed, stale ones faded.
+    marks = await page.js(
+        "return [...document.querySelectorAll('#grid .tile')].map((t) => getComputedStyle(t))"
+        "  .map((s) => [s.boxShadow !== 'none', Number(s.opacity) < 1]);"
+    )
+    assert marks == [[n["throttled"], n["stale"]] for n in NODES]
     assert page.errors() == []
 
 
