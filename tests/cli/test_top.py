@@ -78,7 +78,7 @@ TILES = [
     tile("n-a", fullness=0.2, gpu_frag_milli=100.0, psi_cpu=5.0, psi_memory=50.0, age_s=10.0),
     tile("n-b", fullness=0.9),  # never reported: no signals, no age
     tile("n-c", fullness=0.5, gpu_frag_milli=900.0, psi_cpu=20.0, psi_memory=1.0, age_s=100.0),
-    tile("n-d", fullness=0.5, gpu_frag_milli=100.0, psi_cpu=20.0, age_s=50.0),
+    tile("n-d", fullness=0.5, gpu_frag_milli=0.0, psi_cpu=20.0, age_s=50.0),
 ]
 
 
@@ -86,7 +86,7 @@ TILES = [
     ("sort", "order"),
     [
         ("fullness", ["n-b", "n-c", "n-d", "n-a"]),  # ties by name
-        ("frag", ["n-c", "n-a", "n-d", "n-b"]),  # unknown last
+        ("frag", ["n-c", "n-a", "n-d", "n-b"]),  # unknown last, after a known 0
         ("psi", ["n-a", "n-c", "n-d", "n-b"]),  # the larger of CPU and memory
         ("age", ["n-b", "n-c", "n-d", "n-a"]),  # never reported: at the top
         ("name", ["n-a", "n-b", "n-c", "n-d"]),
