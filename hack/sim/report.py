@@ -6,6 +6,7 @@ import csv
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -23,8 +24,10 @@ CSV_COLUMNS: Final = (
     "failed_share",
     "failed_1gpu",
     "failed_multi",
+    "cpu_alloc_pct",
 )
 SUMMARY_POINTS: Final = (100, 130)
+LIMIT_POINT: Final = 100
 
 
 def write_csv(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:
@@ -48,31 +51,65 @@ def unallocated(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, int],
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A policy entry as the summary shows it: its label, policy and rules in force."""
+
+    label: str
+    policy: str
+    rules: tuple[str, ...]
+
+    @property
+    def rules_text(self) -> str:
+        return ", ".join(self.rules) or "none"
+
+
+BASELINE: Final = "fgd"
+"""Ratios are to this policy's entries (or, without one, to the first entry's policy)."""
+
+
 def summary(
-    rows: Sequence[Mapping[str, Any]], policies: Sequence[str], workloads: Sequence[str]
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[Column],
+    workloads: Sequence[str],
+    limits: Mapping[str, Sequence[float]] | None = None,
+    policy_args: Sequence[str] = (),
 ) -> str:
-    """A Markdown table per summary point: workloads × policies, mean ± sd of U over seeds."""
+    """Markdown: U per summary point (workloads × entries, mean ± sd over seeds; at 100 %
+    the limit next to them), ratios to the baseline between entries with the same
+    admission rules, each with what those rules cost, and failed pods at the end."""
     values = unallocated(rows)
-    parts = []
+    trade = trades(rows)
+    labels = [c.label for c in columns]
+    parts = [
+        "Admission rules in force: " + "; ".join(f"{c.label}: {c.rules_text}" for c in columns)
+    ]
+    if policy_args:
+        parts.append("Given to every entry of their policy: " + ", ".join(policy_args))
+    parts.append("")
     for point in SUMMARY_POINTS:
-        parts.append(f"Unallocated GPU % at arrived = {point} % (mean ± sd over seeds)\n")
-        parts.append("| workload | " + " | ".join(policies) + " |")
-        parts.append("|---|" + "---|" * len(policies))
+        with_limit = limits is not None and point == LIMIT_POINT
+        parts.append(f"Unallocated GPU % at arrived = {point} % (mean ± sd over seeds)")
+        if with_limit:
+            parts.append("limit: the least any add-only policy can leave (an LP bound)")
+        parts.append("")
+        head = ["workload", *(["limit"] if with_limit else []), *labels]
+        parts.append("| " + " | ".join(head) + " |")
+        parts.append("|---|" + "---|" * (len(head) - 1))
         for workload in workloads:
-            cells = []
-            for policy in policies:
-                seeds = values.get((workload, policy, point), [])
-                cells.append(_mean_sd(seeds))
+            cells = [_mean_sd(limits.get(workload, []))] if with_limit and limits else []
+            cells += [_mean_sd(values.get((workload, label, point), [])) for label in labels]
             parts.append(f"| {workload} | " + " | ".join(cells) + " |")
         parts.append("")
+    parts += _ratios(values, trade, columns, workloads)
     parts.append("Failed pods up to arrived = 130 % (mean over seeds): CPU-only / GPU pods\n")
-    parts.append("| workload | " + " | ".join(policies) + " |")
-    parts.append("|---|" + "---|" * len(policies))
+    parts.append("| workload | " + " | ".join(labels) + " |")
+    parts.append("|---|" + "---|" * len(labels))
     failed = _failed_at_end(rows)
     for workload in workloads:
         cells = []
-        for policy in policies:
-            runs = failed.get((workload, policy), [])
+        for label in labels:
+            runs = failed.get((workload, label), [])
             if not runs:
                 cells.append("–")
                 continue
@@ -82,6 +119,93 @@ def summary(
         parts.append(f"| {workload} | " + " | ".join(cells) + " |")
     parts.append("")
     return "\n".join(parts)
+
+
+def _ratios(
+    values: Mapping[tuple[str, str, int], list[float]],
+    trade: Mapping[tuple[str, str, int], tuple[float, float]],
+    columns: Sequence[Column],
+    workloads: Sequence[str],
+) -> list[str]:
+    """The ratio table: each entry against the baseline entry with the same rules."""
+    base_policy = BASELINE if any(c.policy == BASELINE for c in columns) else columns[0].policy
+    bases = [c for c in columns if c.policy == base_policy]
+    others = [c for c in columns if c.policy != base_policy]
+    if not others:
+        return []
+    points = " / ".join(f"{p} %" for p in SUMMARY_POINTS)
+    parts = [
+        f"Unallocated GPU % as a ratio to {base_policy}'s at arrived = {points}, only between "
+        "entries with the same admission rules; beside it what each side gives for it: "
+        f"CPU-only pods refused and CPU allocated % at {points} (mean over seeds)",
+        "",
+        "| workload | entry | vs | admission rules (both) | ratio | CPU-only pods refused "
+        "(entry; vs) | CPU allocated % (entry; vs) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for workload in workloads:
+        for column in others:
+            base = next((b for b in bases if b.rules == column.rules), None)
+            if base is None:
+                known = "; ".join(f"{b.label}: {b.rules_text}" for b in bases)
+                ratio = f"not comparable ({column.rules_text} vs {known})"
+                vs, rules = "–", "–"
+            else:
+                ratio = " / ".join(
+                    _ratio(values, workload, column.label, base.label, p) for p in SUMMARY_POINTS
+                )
+                vs, rules = base.label, column.rules_text
+            sides = [column.label] + ([base.label] if base else [])
+            refused = "; ".join(_trade(trade, workload, s, 0, "{:.0f}") for s in sides)
+            cpu = "; ".join(_trade(trade, workload, s, 1, "{:.1f}") for s in sides)
+            parts.append(
+                f"| {workload} | {column.label} | {vs} | {rules} | {ratio} | {refused} | {cpu} |"
+            )
+    parts.append("")
+    return parts
+
+
+def _ratio(
+    values: Mapping[tuple[str, str, int], list[float]],
+    workload: str,
+    label: str,
+    base: str,
+    point: int,
+) -> str:
+    mine, theirs = values.get((workload, label, point)), values.get((workload, base, point))
+    if not mine or not theirs or not statistics.mean(theirs):
+        return "–"
+    return f"{statistics.mean(mine) / statistics.mean(theirs):.2f}"
+
+
+def _trade(
+    trade: Mapping[tuple[str, str, int], tuple[float, float]],
+    workload: str,
+    label: str,
+    part: int,
+    fmt: str,
+) -> str:
+    cells = [trade.get((workload, label, p)) for p in SUMMARY_POINTS]
+    return " / ".join("–" if c is None else fmt.format(c[part]) for c in cells)
+
+
+def trades(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, int], tuple[float, float]]:
+    """``(workload, policy, x)`` → (CPU-only pods refused so far, CPU allocated %), mean
+    over seeds, at the summary points."""
+    seen: dict[tuple[str, str, int], list[tuple[float, float]]] = defaultdict(list)
+    for row in rows:
+        if row["x"] in SUMMARY_POINTS:
+            key = (row["workload"], row["policy"], row["x"])
+            seen[key].append((float(row["failed_cpu"]), float(row["cpu_alloc_pct"])))
+    return {
+        key: (statistics.mean(v[0] for v in vs), statistics.mean(v[1] for v in vs))
+        for key, vs in seen.items()
+    }
+
+
+def speed(per_entry: Mapping[str, Sequence[float]]) -> str:
+    lines = [f"- {label}: {sum(v) / len(v):,.0f}" for label, v in per_entry.items() if v]
+    return "\nScheduling speed (pods/s on one core, mean over runs)\n\n" + "\n".join(lines) + "\n"
 
 
 def _failed_at_end(

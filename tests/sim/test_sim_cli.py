@@ -14,7 +14,8 @@ import pytest
 
 from cli.main import build_parser
 from common.errors import ConfigError
-from hack.sim.main import parse_policy, parse_seeds
+from hack.sim import arrivals, trace
+from hack.sim.main import Run, execute, parse_entries, parse_entry, parse_seeds
 from tests.sim.simfiles import NODE_HEADER, POD_HEADER, REPO, write_csv
 
 # benchmark protocol §5.5
@@ -32,6 +33,7 @@ COLUMNS = [
     "failed_share",
     "failed_1gpu",
     "failed_multi",
+    "cpu_alloc_pct",
 ]
 
 
@@ -89,11 +91,17 @@ def test_two_policies_two_seeds(files):
 
     summary = (out / "summary.md").read_text()
     assert summary in result.stdout
-    assert summary.count("| workload | best-fit | fgd |") == 3
+    assert summary.count("| workload | limit | best-fit | fgd |") == 1  # at 100 %
+    assert summary.count("| workload | best-fit | fgd |") == 2  # at 130 %, failed pods
+    assert "Admission rules in force: best-fit: none; fgd: none" in summary
     tables = re.findall(r"^\| tiny \|.*$", summary, re.M)
+    assert len(tables) == 4  # U at 100 %, at 130 %, the ratio, failed pods
     for point, line in zip((100, 130), tables[:2], strict=True):
         assert f"arrived = {point} %" in summary
         cells = [c.strip() for c in line.strip("|").split("|")[1:]]
+        if point == 100:
+            limit, *cells = cells
+            assert float(limit.split(" ± ")[0]) <= min(float(c.split(" ± ")[0]) for c in cells)
         for policy, cell in zip(("best-fit", "fgd"), cells, strict=True):
             mean, sd = (float(v) for v in cell.split(" ± "))
             u = [
@@ -103,8 +111,8 @@ def test_two_policies_two_seeds(files):
             ]
             assert mean == pytest.approx(statistics.mean(u), abs=0.006)
             assert sd == pytest.approx(statistics.stdev(u), abs=0.006)
-    # The third table: failed CPU-only / GPU pods at the end of the run, mean over seeds.
-    cells = [c.strip() for c in tables[2].strip("|").split("|")[1:]]
+    # The last table: failed CPU-only / GPU pods at the end of the run, mean over seeds.
+    cells = [c.strip() for c in tables[3].strip("|").split("|")[1:]]
     for policy, cell in zip(("best-fit", "fgd"), cells, strict=True):
         last = [r for r in rows if (r["policy"], r["x"]) == (policy, "130")]
         gpu = [sum(int(r[f"failed_{c}"]) for c in ("share", "1gpu", "multi")) for r in last]
@@ -249,15 +257,19 @@ def test_parse_seeds_refuses(text, problem):
 @pytest.mark.parametrize(
     ("entry", "parsed"),
     [
-        ("stowage", ("stowage", {})),
-        ("stowage:reserve_gpu_cpu=true", ("stowage", {"reserve_gpu_cpu": True})),
-        (" fgd : coverage = 0.9 ", ("fgd", {"coverage": 0.9})),
+        ("stowage", ("stowage", {}, ())),
+        ("stowage:reserve_gpu_cpu=true", ("stowage", {"reserve_gpu_cpu": True}, ())),
+        (" fgd : coverage = 0.9 ", ("fgd", {"coverage": 0.9}, ())),
         ("stowage:relearn_max=128:reserve_gpu_cpu=false",
-         ("stowage", {"relearn_max": 128, "reserve_gpu_cpu": False})),
+         ("stowage", {"relearn_max": 128, "reserve_gpu_cpu": False}, ())),
+        ("fgd+reserve-gpu-cpu", ("fgd", {}, ("reserve-gpu-cpu",))),
+        ("fgd + reserve-gpu-cpu:coverage=0.9", ("fgd", {"coverage": 0.9}, ("reserve-gpu-cpu",))),
     ],
 )  # fmt: skip
-def test_parse_policy(entry, parsed):
-    assert parse_policy(entry) == parsed
+def test_parse_entry(entry, parsed):
+    got = parse_entry(entry)
+    assert (got.name, dict(got.args), got.admission) == parsed
+    assert got.label == entry.strip()
 
 
 @pytest.mark.parametrize(
@@ -268,11 +280,49 @@ def test_parse_policy(entry, parsed):
         ("stowage:reserve_gpu_cpu=", "expected NAME:KEY=VALUE"),
         ("stowage:coverage=0.9:coverage=0.8", "argument 'coverage' is given twice"),
         ("stowage:coverage=[0.9", "coverage: not a YAML value"),
+        ("fgd+", "expected NAME[+RULE…][:KEY=VALUE…]"),
+        ("+reserve-gpu-cpu", "expected NAME[+RULE…][:KEY=VALUE…]"),
     ],
 )
-def test_parse_policy_refuses(entry, problem):
+def test_parse_entry_refuses(entry, problem):
     with pytest.raises(ConfigError, match=re.escape(problem)):
-        parse_policy(entry)
+        parse_entry(entry)
+
+
+def test_policy_args_go_to_every_entry_of_their_policy():
+    entries = parse_entries(
+        "fgd,stowage,stowage:coverage=0.9,fgd+reserve-gpu-cpu",
+        ["stowage.reserve_gpu_cpu=false", "fgd.coverage=0.8"],
+        ["reserve-gpu-cpu"],
+    )
+    assert [(e.label, dict(e.args), e.admission) for e in entries] == [
+        ("fgd", {"coverage": 0.8}, ("reserve-gpu-cpu",)),
+        ("stowage", {"reserve_gpu_cpu": False}, ("reserve-gpu-cpu",)),
+        ("stowage:coverage=0.9", {"coverage": 0.9, "reserve_gpu_cpu": False}, ("reserve-gpu-cpu",)),
+        ("fgd+reserve-gpu-cpu", {"coverage": 0.8}, ("reserve-gpu-cpu",)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("policies", "policy_args", "rules", "problem"),
+    [
+        ("stowage:reserve_gpu_cpu=true", ["stowage.reserve_gpu_cpu=false"], [],
+         "--policy-arg stowage.reserve_gpu_cpu: the entry 'stowage:reserve_gpu_cpu=true' "
+         "sets reserve_gpu_cpu itself"),
+        ("fgd", ["stowage.reserve_gpu_cpu=false"], [],
+         "--policy-arg stowage.…: no --policies entry is 'stowage'"),
+        ("fgd", ["fgd.coverage"], [], "--policy-arg 'fgd.coverage': expected POLICY.KEY=VALUE"),
+        ("fgd", ["coverage=0.9"], [], "expected POLICY.KEY=VALUE"),
+        ("fgd", ["fgd.coverage=0.9", "fgd.coverage=0.8"], [], "fgd.coverage is given twice"),
+        ("fgd", ["fgd.coverage=2"], [], "fgd.coverage: expected a fraction in (0, 1]"),
+        ("fgd", ["fgd.nope=1"], [], "fgd.nope: unknown setting"),
+        ("fgd", [], ["nope"], "unknown admission rule 'nope'; known: reserve-gpu-cpu"),
+        ("fgd+nope", [], [], "unknown admission rule 'nope'"),
+    ],
+)  # fmt: skip
+def test_parse_entries_refuses(policies, policy_args, rules, problem):
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        parse_entries(policies, policy_args, rules)
 
 
 def test_one_run_reports_a_policy_under_both_arguments(tmp_path, capsys):
@@ -297,3 +347,91 @@ def test_one_run_reports_a_policy_under_both_arguments(tmp_path, capsys):
     assert last["stowage"]["failed_cpu"] == "0"
     # The three listed CPU-only pods always arrive (clones may add more).
     assert int(last["stowage:reserve_gpu_cpu=true"]["failed_cpu"]) >= 3
+
+
+# ------------------------------------------------------------------- progress
+
+
+def pods_replayed(nodes: Path, pods: Path, seeds) -> int:
+    """Arrivals per seed, from the arrival builder itself (not the progress code)."""
+    workload, cluster = trace.load_pods(pods), trace.load_nodes(nodes)
+    return sum(len(arrivals.build(workload, cluster, s).pods) for s in seeds)
+
+
+def test_the_progress_counter_reaches_every_pod_replayed(files):
+    nodes, pods, _ = files
+    entries = [parse_entry("fgd"), parse_entry("stowage+reserve-gpu-cpu")]
+    runs = [Run(nodes, pods, "tiny", e, s) for e in entries for s in (1, 2)]
+    outcome = execute(runs, 2, show=False, limits=False)
+    assert outcome.pods == 2 * pods_replayed(nodes, pods, (1, 2))
+    assert outcome.limits == {}
+
+
+def test_one_bar_for_a_single_run_when_asked_and_none_otherwise(files):
+    nodes, pods, out = files
+    total = pods_replayed(nodes, pods, (3,))
+    common = ["--nodes", nodes, "--pods", pods, "--policies", "stowage", "--seeds", "3",
+              "--jobs", "1", "--no-plot", "--no-limit"]  # fmt: skip
+    shown = stowage(*common, "--out", out, "--progress")
+    assert shown.returncode == 0, shown.stderr
+    assert f"{total}/{total}" in shown.stderr and "pod" in shown.stderr
+    quiet = stowage(*common, "--out", out)  # stderr is a pipe here, not a terminal
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == ""
+
+
+# ------------------------------------------------------------------ admission
+
+
+def test_an_admission_rule_for_every_policy_makes_ratios_comparable(files):
+    """The tight T4 cluster of the test above: fgd with the rule refuses the CPU-only pods
+    as stowage with it does; a ratio between a side with the rule and one without is not
+    printed."""
+    nodes, pods, out = files
+    result = stowage(
+        "--nodes", nodes, "--pods", pods, "--policies", "fgd,stowage,stowage+reserve-gpu-cpu",
+        "--seeds", "1", "--out", out, "--jobs", "1", "--no-plot", "--no-limit",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    summary = (out / "summary.md").read_text()
+    assert "fgd: none; stowage: none; stowage+reserve-gpu-cpu: reserve-gpu-cpu" in summary
+    rows = {
+        line.split("|")[2].strip(): line
+        for line in summary.splitlines()
+        if line.startswith("| tiny | stowage")
+    }
+    assert "| fgd | none |" in rows["stowage"]
+    assert "not comparable (reserve-gpu-cpu vs fgd: none)" in rows["stowage+reserve-gpu-cpu"]
+    everyone = stowage(
+        "--nodes", nodes, "--pods", pods, "--policies", "fgd,stowage+reserve-gpu-cpu",
+        "--admission", "reserve-gpu-cpu", "--seeds", "1", "--out", out, "--jobs", "1",
+        "--no-plot", "--no-limit",
+    )  # fmt: skip
+    assert everyone.returncode == 0, everyone.stderr
+    summary = (out / "summary.md").read_text()
+    line = next(x for x in summary.splitlines() if x.startswith("| tiny | stowage"))
+    assert "| fgd | reserve-gpu-cpu |" in line
+    assert "not comparable" not in line
+
+
+def test_fgd_with_the_rule_refuses_cpu_only_pods_like_stowage_with_its_argument(tmp_path, capsys):
+    nodes = write_csv(tmp_path / "nodes.csv", NODE_HEADER, [("n0", 40000, 65536, 4, "T4")])
+    gpu = [(f"g{i}", 100, 1024, 1, 1000, "V100M16") for i in range(4)]
+    cpu = [(f"c{i}", 1000, 1024, 0, 0, "") for i in range(3)]
+    pods = write_csv(tmp_path / "openb_pod_list_tight.csv", POD_HEADER, gpu + cpu)
+    out = tmp_path / "out"
+    args = build_parser().parse_args(
+        ["sim", "--nodes", str(nodes), "--pods", str(pods), "--policies", "fgd,stowage",
+         "--policy-arg", "stowage.reserve_gpu_cpu=true", "--admission", "reserve-gpu-cpu",
+         "--seeds", "1", "--out", str(out), "--jobs", "1", "--no-plot"]
+    )  # fmt: skip
+    assert args.run(args) == 0, capsys.readouterr().err
+    with (out / "results.csv").open(newline="") as f:
+        rows = sorted(csv.DictReader(f), key=lambda r: int(r["x"]))
+    last = {r["policy"]: r for r in rows}
+    assert int(last["fgd"]["failed_cpu"]) >= 3
+    assert last["fgd"]["failed_cpu"] == last["stowage"]["failed_cpu"]
+    assert (
+        "Given to every entry of their policy: stowage.reserve_gpu_cpu=true"
+        in (out / "summary.md").read_text()
+    )

@@ -30,6 +30,8 @@ def hand_events() -> Events:
         idle=1000 - used,
         frag=np.array([100.0, 100.0, 50.0, 50.0, 40.0, 40.0, 30.0]),
         failed=[None, None, None, "share", "multi", "cpu", None],
+        cpu_used=np.array([0, 100, 200, 200, 200, 300, 400]),
+        cpu_total=1000,
     )
 
 
@@ -48,6 +50,10 @@ EXPECTED = {
 }
 
 
+# CPU allocated per event: 0, 10, 20, 20, 20, 30, 40 % of 1 000 m, averaged as above.
+CPU_EXPECTED = {0: 5.0, 1: 12.5, 2: 20.0, 3: 22.5, 4: 25.0, 5: 30.0, 6: 40.0, 7: 40.0}
+
+
 def test_binned_rows_match_the_hand_computation():
     rows = replay.binned(hand_events(), 1000)
     assert [r["x"] for r in rows] == list(EXPECTED)  # x = 8 … 130: no event within ±1
@@ -58,6 +64,7 @@ def test_binned_rows_match_the_hand_computation():
         assert row["frag_amount_pct"] == pytest.approx(amount, abs=1e-6)
         assert row["frag_ratio_pct"] == pytest.approx(ratio, abs=1e-6)
         assert row["n_events"] == n
+        assert row["cpu_alloc_pct"] == pytest.approx(CPU_EXPECTED[row["x"]], abs=1e-6)
         got = tuple(row[f"failed_{c}"] for c in ("cpu", "share", "1gpu", "multi"))
         assert got == failed, row["x"]
 
@@ -67,15 +74,16 @@ def test_x_rounds_half_to_even_on_the_papers_cluster():
     total = 6_212_000
     arrived = np.array([31_060, 93_180, 155_300, 217_420, 217_421])  # 0.5, 1.5, 2.5, 3.5, 3.5+
     used = np.zeros(5, dtype=np.int64)
-    events = Events(arrived, used, total - used, np.zeros(5), [None] * 5)
+    events = Events(arrived, used, total - used, np.zeros(5), [None] * 5, used, 1)
     rows = {r["x"]: r["n_events"] for r in replay.binned(events, total)}
     # x = 0, 2, 2, 4, 4; x = 1 and 3 fall back to their neighbours, 5 to x = 4
     assert rows == {0: 1, 1: 3, 2: 2, 3: 4, 4: 2, 5: 2}
 
 
 def test_frag_ratio_of_a_full_cluster_is_zero():
+    used = np.array([1000, 2000])
     events = Events(
-        np.array([1000, 2000]), np.array([1000, 2000]), np.array([1000, 0]), np.zeros(2), [None] * 2
+        np.array([1000, 2000]), used, np.array([1000, 0]), np.zeros(2), [None] * 2, used, 1
     )
     rows = replay.binned(events, 2000)
     assert {r["x"]: r["frag_ratio_pct"] for r in rows} == {
@@ -91,7 +99,7 @@ def test_frag_ratio_of_a_full_cluster_is_zero():
 
 def test_no_events_no_rows():
     empty = np.zeros(0, dtype=np.int64)
-    assert replay.binned(Events(empty, empty, empty, np.zeros(0), []), 1000) == []
+    assert replay.binned(Events(empty, empty, empty, np.zeros(0), [], empty, 1), 1000) == []
 
 
 @pytest.mark.parametrize(
@@ -144,6 +152,9 @@ def test_run_records_every_event_by_hand():
     assert events.idle.tolist() == [2500, 1900, 1900, 1900, 1600, 600, 600, 600, 600]
     assert events.frag.tolist() == [0, 400, 400, 900, 600, 600, 600, 600, 600]
     assert events.failed == [None, None, "multi", None, None, None, "share", "cpu", "1gpu"]
+    cpu = [1000, 2000, 2000, 5000, 6000, 6500, 6500, 6500, 6500]  # placed pods' CPU so far
+    assert events.cpu_used.tolist() == cpu
+    assert events.cpu_total == 12_000
     placed = [(p.node, p.devices) if p else None for p in events.placements]
     assert placed == [(0, (0,)), (1, (0,)), None, (0, ()), (1, (0,)), (1, (1,)), None, None, None]
 
@@ -167,3 +178,18 @@ def test_fragmentation_counts_a_node_of_a_model_the_shape_refuses():
     )
     assert events.placements[0].node == 1  # only B is allowed
     assert events.frag.tolist() == [2000 - 700]
+
+
+def test_progress_reports_add_up_to_the_pods_replayed():
+    """600 pods: two full reports of 256 and the remaining 88 at the end."""
+    nodes = [NodeSpec("n0", 4000, 2**30, 1, "T4")]
+    pods = [PodRequest(f"c{k}", 1, 0) for k in range(600)]
+    told: list[int] = []
+    measure = Fragmentation([(Shape(1000, 500, 1), 1.0)])
+    replay.run(nodes, Arrivals(pods, np.array([0])), registry.build_policy("best-fit"), measure,
+               progress=told.append)  # fmt: skip
+    assert told == [256, 256, 88]
+    told.clear()
+    replay.run(nodes, Arrivals(pods[:512], np.array([0])), registry.build_policy("best-fit"),
+               measure, progress=told.append)  # fmt: skip
+    assert told == [256, 256]
