@@ -87,6 +87,16 @@ def running(
         kubeconfig = api.kubeconfig(out / "kubeconfig")
         url = f"http://127.0.0.1:{coordinator_port}"
         stowage = [sys.executable, "-m", "cli.main"]
+        # The agent starts alongside (it retries until the coordinator listens, within a
+        # second): both take seconds to import.
+        agent = stack.enter_context(
+            _process(
+                [*stowage, "agent", "--coordinator", url, "--token-file", str(token_file),
+                 "--node-name", node, "--interval", str(AGENT_INTERVAL_S),
+                 "--pods-source", "none"],
+                out / "agent.log",
+            )
+        )  # fmt: skip
         coordinator = stack.enter_context(
             _process(
                 [*stowage, "coordinator", "--kubeconfig", str(kubeconfig),
@@ -97,14 +107,8 @@ def running(
         )  # fmt: skip
         if coordinator is None:
             raise Refused("")  # its own line (shown) says why
-        stack.enter_context(
-            _process(
-                [*stowage, "agent", "--coordinator", url, "--token-file", str(token_file),
-                 "--node-name", node, "--interval", str(AGENT_INTERVAL_S),
-                 "--pods-source", "none"],
-                out / "agent.log",
-            )
-        )  # fmt: skip
+        # On the way out both are asked to stop at once, then waited for one by one.
+        stack.callback(lambda: [p.terminate() for p in (agent, coordinator) if p.poll() is None])
         yield Stack(api, url, kubeconfig, node)
 
 
