@@ -4,7 +4,11 @@ without a cluster (no kube-apiserver can be installed where Stowage is developed
 It serves the endpoints Stowage uses, faithfully enough that the code path under test is the
 one that runs in a cluster, with the official ``kubernetes`` client and ``kubectl`` as clients:
 
-* discovery (``/version``, ``/api``, ``/apis``...) and Table output for ``kubectl get``;
+* discovery (``/version``, ``/api``, ``/apis``...), OpenAPI v3 (and v2 as JSON) generated
+  from the ``kubernetes`` client's models, and Table output for ``kubectl get``, so plain
+  ``kubectl apply`` (validation on) and ``kubectl explain`` work;
+* ``fieldValidation`` (Ignore, Warn by default, Strict) on every write: unknown fields are
+  dropped, warned about or refused as the apiserver's decoder does;
 * nodes, pods, namespaces, events, leases and PodDisruptionBudgets: list (label and field
   selectors, pagination), watch, get, create, PUT, PATCH (merge, strategic merge, JSON
   patch), delete, with one global resourceVersion counter, 409 on stale resourceVersions
@@ -30,13 +34,14 @@ Known differences from a real apiserver (each a choice, not an accident): no con
 delete), so deletes are immediate (a pod on a node is first marked terminating); the
 emulated kubelet runs nothing, so a started pod stays Running; no RBAC or admission beyond
 namespace existence; validation of metadata only; no server-side apply, managedFields or
-dry run outside eviction and binding; legacy discovery without OpenAPI; Table output
-with the default columns; continue tokens do not pin a snapshot.
+dry run outside eviction and binding; legacy discovery only; OpenAPI documents without
+the ``x-kubernetes-list-*`` extensions and with int-or-string fields as free-form (the
+client's models do not carry them); continue tokens do not pin a snapshot.
 
 Layout: ``store`` (objects, resourceVersion, history), ``crud`` (routing and the generic
 verbs), ``watch``, ``patch``, ``selectors``, ``eviction``, ``tokens``, ``discovery``,
-``binding``, ``kubelet``, ``table``, ``validation``, ``faults``, ``objects`` (builders),
-``server`` (``KubeApi``), ``__main__``.
+``binding``, ``kubelet``, ``table``, ``validation``, ``fields``, ``models``, ``openapi``,
+``kubeconfig``, ``faults``, ``objects`` (builders), ``server`` (``KubeApi``), ``__main__``.
 """
 
 from hack.kubeapi.server import KubeApi

@@ -24,6 +24,7 @@ from hack.kubeapi import (
     binding,
     errors,
     eviction,
+    fields,
     objects,
     patch,
     selectors,
@@ -107,8 +108,9 @@ async def dispatch(request: web.Request) -> web.StreamResponse:
                 request, 200, cluster.store.get(target.res, target.namespace or "", target.name)
             )
         body = await _json_body(request)
-        code, obj = _write(cluster, target, verb, request, body)
-        return _respond(request, code, obj)
+        warnings: list[str] = []
+        code, obj = _write(cluster, target, verb, request, body, warnings)
+        return _respond(request, code, obj, warnings)
     except errors.ApiError as e:
         return web.json_response(e.status, status=e.code, headers=e.headers)
     except Exception as e:  # a bug here: still answer as the apiserver would, and log it
@@ -144,32 +146,42 @@ async def _json_body(request: web.Request) -> Any:
     if not raw:
         return None
     try:
-        return json.loads(raw)
+        return fields.loads(raw)
     except ValueError as e:
         raise errors.bad_request(f"the body of the request could not be decoded: {e}") from e
 
 
 def _write(
-    cluster: Cluster, target: Target, verb: str, request: web.Request, body: Any
+    cluster: Cluster,
+    target: Target,
+    verb: str,
+    request: web.Request,
+    body: Any,
+    warnings: list[str],
 ) -> tuple[int, Obj]:
+    """Do a write; ``warnings`` collects the fields the body's decoding dropped."""
     res, query = target.res, request.query
     if target.sub == "eviction":
         return 201, eviction.evict(
             cluster.store, target.namespace or "", target.name or "", body, query
         )
+    how = fields.directive(query, verb)
     if target.sub == "binding" or res is BINDINGS:
         obj = _object(body, BINDINGS)
+        warnings += fields.decode(BINDINGS, obj, how)
         _same_namespace(obj, target.namespace)
         return 201, binding.bind(cluster, target.namespace or "", target.name, obj, query)
     if res.plural == "tokenreviews":
         return 201, tokens.review(cluster.tokens, _object(body, res))
-    if verb == "create":
-        return 201, create(cluster, res, target.namespace, _object(body, res))
-    if verb == "update":
-        return update(cluster, target, _object(body, res))
+    if verb in ("create", "update"):
+        obj = _object(body, res)
+        warnings += fields.decode(res, obj, how)
+        if verb == "create":
+            return 201, create(cluster, res, target.namespace, obj)
+        return update(cluster, target, obj)
     if verb == "patch":
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
-        return 200, patch_object(cluster, target, content_type, body)
+        return 200, patch_object(cluster, target, content_type, body, how, warnings)
     return 200, delete(cluster, target, body or {}, query)
 
 
@@ -242,11 +254,16 @@ def _decode_continue(token: str) -> list[str]:
         raise errors.bad_request(f"continue key is not valid: {e}") from e
 
 
-def _respond(request: web.Request, code: int, obj: Obj) -> web.Response:
+def _respond(
+    request: web.Request, code: int, obj: Obj, warnings: list[str] | None = None
+) -> web.Response:
     as_table = table.negotiate(request.headers.get("Accept", ""))
     if as_table and obj.get("kind") != "Status":
         obj = table.convert(obj, request.query.get("includeObject", "Metadata"), as_table)
-    return web.json_response(obj, status=code)
+    response = web.json_response(obj, status=code)
+    for warning in warnings or ():  # RFC 7234 warn-code 299, agent "-", as the apiserver
+        response.headers.add("Warning", f"299 - {json.dumps(warning)}")
+    return response
 
 
 # ------------------------------------------------------------------- writes
@@ -346,7 +363,15 @@ PATCHERS = {
 }
 
 
-def patch_object(cluster: Cluster, target: Target, content_type: str, body: Any) -> Obj:
+def patch_object(
+    cluster: Cluster,
+    target: Target,
+    content_type: str,
+    body: Any,
+    how: str,
+    warnings: list[str],
+) -> Obj:
+    """Apply a patch; the result is decoded as a body would be (``fields.decode``)."""
     patcher = PATCHERS.get(content_type)
     if patcher is None:
         raise errors.unsupported_media_type()
@@ -360,6 +385,7 @@ def patch_object(cluster: Cluster, target: Target, content_type: str, body: Any)
         patched = patcher(old, body)
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch did not produce an object")
+        warnings.extend(fields.decode(res, patched, how, patched=True))
         md = patched.setdefault("metadata", {})
         if md.get("name") != name or (res.namespaced and md.get("namespace") != ns):
             raise errors.bad_request(

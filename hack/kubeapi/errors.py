@@ -103,11 +103,12 @@ def invalid(kind: str, name: str, causes: list[dict[str, str]], group: str = "")
     """422 with one cause per field, as ``NewInvalid`` aggregates ``field.ErrorList``."""
     text = ", ".join(f"{c['field']}: {c['message']}" for c in causes)
     shown = f"[{text}]" if len(causes) > 1 else text
+    qualified = f"{kind}.{group}" if group else kind  # GroupKind.String()
     details: dict[str, Any] = {"name": name}
     if group:
         details["group"] = group
     details.update(kind=kind, causes=causes)
-    return ApiError(status(422, "Invalid", f'{kind} "{name}" is invalid: {shown}', details))
+    return ApiError(status(422, "Invalid", f'{qualified} "{name}" is invalid: {shown}', details))
 
 
 def forbidden(group_resource: str, name: str, why: str) -> ApiError:

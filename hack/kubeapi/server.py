@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from hack.kubeapi import crud, discovery, errors, faults, objects, selectors
+from hack.kubeapi import crud, discovery, errors, faults, objects, openapi, selectors
 from hack.kubeapi.cluster import CLUSTER, Cluster
 from hack.kubeapi.faults import Faults
 from hack.kubeapi.kubeconfig import write_kubeconfig
@@ -87,6 +87,7 @@ class KubeApi:
         app = web.Application(middlewares=[authenticate, faults.middleware(self.faults)])
         app[CLUSTER] = self.cluster
         discovery.add_routes(app)
+        openapi.add_routes(app)
         app.router.add_route("*", "/api/{version}/{tail:.+}", crud.dispatch)
         app.router.add_route("*", "/apis/{group}/{version}/{tail:.+}", crud.dispatch)
 

@@ -4,7 +4,6 @@ and ``annotate`` writes that the Python client then sees, and token authenticati
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import ssl
 import subprocess
@@ -15,29 +14,6 @@ import pytest
 from hack.kubeapi import KubeApi
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
-
-
-@pytest.fixture
-def kubectl(kube, tmp_path):
-    """Run kubectl against the emulator with a private kubeconfig, cache and HOME."""
-
-    def run(
-        *args: str, api: KubeApi = kube, token: str | None = None, ca_file: Path | None = None
-    ) -> str:
-        config = api.kubeconfig(tmp_path / "kubeconfig", token=token, ca_file=ca_file)
-        env = {**os.environ, "HOME": str(tmp_path), "KUBECONFIG": str(config)}
-        done = subprocess.run(
-            ["kubectl", "--cache-dir", str(tmp_path / "cache"), *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    return run
 
 
 def test_get_nodes_prints_a_table(kube, kubectl):
