@@ -55,6 +55,7 @@ class Coordinator:
     nodes: list[dict[str, Any]] = field(default_factory=lambda: [dict(n) for n in NODES])
     status: int = 200
     asked: int = 0
+    runner: web.AppRunner | None = None
 
 
 @pytest.fixture
@@ -70,7 +71,7 @@ async def coordinator() -> AsyncIterator[Coordinator]:
     app = web.Application()
     ui.add_routes(app)
     app.router.add_get("/debug/nodes", nodes)
-    runner = web.AppRunner(app, access_log=None)
+    served.runner = runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     host, port = runner.addresses[0][:2]
@@ -196,6 +197,14 @@ async def test_the_page_polls_and_says_when_the_coordinator_fails(
     await page.until(
         "return !document.getElementById('status').classList.contains('error')", "error gone"
     )
+
+    assert coordinator.runner is not None
+    await coordinator.runner.cleanup()  # gone: nothing answers any more
+    await page.until(
+        "return document.getElementById('status').classList.contains('error')", "an error shown"
+    )
+    assert (await page.text("status")).startswith("coordinator unreachable (showing ")
+    assert len(await page.tiles()) == len(NODES) + 1
 
 
 async def test_clicking_a_tile_shows_its_values_and_markup_stays_text(
