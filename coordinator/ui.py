@@ -4,7 +4,12 @@ The page draws one tile per node from ``GET /debug/nodes``, which it polls; it a
 it by a relative URL, so the map works wherever the coordinator's root is reached —
 ``kubectl port-forward``, or ``kubectl proxy``'s ``.../services/NAME:PORT/proxy/ui``,
 which puts the caller's own Kubernetes credentials in front of it. It is served like
-``/debug/*``, on the main listener, and carries no data itself.
+``/debug/*``, on the main listener, and carries no data itself. What the page shows is
+kept in the URL's fragment, so a link opens the same view:
+``/ui#q=a100&stale=1&throttled=1&gpu=1&by=psi_cpu&every=5`` (name or GPU model
+substring, the three toggles, the signal tiles are coloured by — ``fullness``,
+``gpu_frag_milli``, ``contiguity``, ``psi_cpu``, ``psi_memory`` — and seconds between
+polls, at least 1).
 
 Nothing is fetched from anywhere else: CSS and JavaScript are inline, and the
 Content-Security-Policy sent with the page says so to the browser — only that one

@@ -6,8 +6,10 @@ colour scale, the polling, markup in values, and 2,000 nodes."""
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -271,3 +273,10 @@ async def test_the_page_is_self_contained() -> None:
     assert re.search(r"\b(src|href)\s*=|@import|url\(|//\w", page) is None
     assert "default-src 'none'" in policy and "connect-src 'self'" in policy
     assert re.search(r"script-src 'sha256-[A-Za-z0-9+/]{43}='(;|$)", policy)
+
+
+def test_the_page_is_installed_with_the_package() -> None:
+    """Package data must name the page, or an installed coordinator has no /ui."""
+    pyproject = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
+    assert ui.PAGE in pyproject["tool"]["setuptools"]["package-data"]["coordinator"]
+    assert (Path(ui.__file__).parent / ui.PAGE).is_file()
