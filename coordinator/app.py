@@ -50,8 +50,7 @@ def make_app(
     volcano_extender.add_routes(app)
     debug.add_routes(app)
     ui.add_routes(app)
-    view = app[NODE_VIEW] = NodeView(services.cluster)
-    services.metrics.nodes.source = view.tiles
+    app[NODE_VIEW] = NodeView(services.cluster)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
@@ -99,7 +98,13 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    body = generate_latest(request.app[SERVICES].metrics.registry)
+    """The registry in Prometheus's text format. The per-node gauges are read from the node
+    view here, on the event loop where the cluster state changes; the text is made in a
+    worker thread, since 2,000 nodes are some 18,000 samples (about 0.1 s of formatting)
+    that would otherwise hold up every scheduler call and report meanwhile."""
+    exported = request.app[SERVICES].metrics
+    exported.nodes.tiles = request.app[NODE_VIEW].tiles()
+    body = await asyncio.to_thread(generate_latest, exported.registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -33,19 +33,20 @@ NODE_PSI: Final = (("cpu", "psi_cpu"), ("memory", "psi_memory"))
 
 
 class NodeGauges(Collector):
-    """Per-node gauges, computed at each scrape from the node view the application plugs
-    in as :attr:`source` (:mod:`coordinator.nodeview`), one series per node per signal.
+    """Per-node gauges, one series per node per signal, from the node view's tiles
+    (:mod:`coordinator.nodeview`) that the ``/metrics`` handler puts in :attr:`tiles` right
+    before each scrape.
 
-    Nothing is kept between scrapes: a node that left the cluster is not in the view, so
-    its series go with it, and the series stay bounded by the nodes there are now. A value
-    the view does not know (null) is left out rather than exported as a made-up number."""
+    Only the latest tiles are exported: a node that left the cluster is not in them, so its
+    series go with it, and the series stay bounded by the nodes there are now. A value the
+    view does not know (null) is left out rather than exported as a made-up number."""
 
     def __init__(self) -> None:
-        self.source: Callable[[], Sequence[Mapping[str, Any]]] = list
-        """The tiles of every node now (none until an application sets it)."""
+        self.tiles: Sequence[Mapping[str, Any]] = ()
+        """Every node's tile as of the latest scrape (replaced whole, never changed)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        tiles = self.source()
+        tiles = self.tiles
         for metric, key, help_text in NODE_GAUGES:
             family = GaugeMetricFamily(metric, help_text, labels=["node"])
             for tile in tiles:

@@ -64,9 +64,14 @@ async def test_gauges_show_each_nodes_tile_and_a_node_that_leaves_takes_its_seri
     assert samples["stowage_node_fullness"] == {node("cpu-b"): 0.0}
 
 
-def series(metrics: CoordinatorMetrics) -> Counter[str]:
-    """Series per metric in the registry's exposition (what a scrape gets)."""
-    text = generate_latest(metrics.registry).decode()
+def scrape(metrics: CoordinatorMetrics, view: NodeView) -> str:
+    """The exposition, the node view's tiles taken now (as the ``/metrics`` handler does)."""
+    metrics.nodes.tiles = view.tiles()
+    return generate_latest(metrics.registry).decode()
+
+
+def series(text: str) -> Counter[str]:
+    """Series per metric in an exposition."""
     return Counter(s.name for f in text_string_to_metric_families(text) for s in f.samples)
 
 
@@ -87,14 +92,15 @@ def test_a_thousand_nodes_give_a_thousand_series_per_signal_and_no_more(
         "status": {"phase": "Pending"},
     }
     cluster.upsert_pod(pending)
-    metrics.nodes.source = NodeView(cluster).tiles
+    view = NodeView(cluster)
 
-    counts = series(metrics)
+    counts = series(scrape(metrics, view))
     assert {m: counts[m] for m in PER_NODE} == dict.fromkeys(PER_NODE, 1000)
     assert counts[PSI] == 2000  # cpu and memory
 
     cluster.remove_node("gpu-0500")
-    counts = series(metrics)
+    text = scrape(metrics, view)
+    counts = series(text)
     assert {m: counts[m] for m in PER_NODE} == dict.fromkeys(PER_NODE, 999)
     assert counts[PSI] == 1998
-    assert 'node="gpu-0500"' not in generate_latest(metrics.registry).decode()
+    assert 'node="gpu-0500"' not in text
