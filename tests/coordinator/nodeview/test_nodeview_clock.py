@@ -58,3 +58,25 @@ def test_a_throttled_node_shows_its_quota_reason(clock: FakeClock) -> None:
     assert throttled["throttle_reason"] == "tightened: LS cpu some avg10 47.5% >= 30% for 10s"
     other = tile(cluster, "node-b")
     assert (other["throttled"], other["throttle_reason"]) == (False, None)
+
+
+def pending(name: str, requests: dict[str, str]) -> dict[str, object]:
+    return {
+        "metadata": {"name": name, "namespace": "jobs", "uid": f"uid-{name}"},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]},
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_fragmentation_follows_the_pod_mix_counted_again_every_30_s(clock: FakeClock) -> None:
+    cluster = cluster_of(clock, "node-a")  # 8 free GPUs, 224 free CPUs
+    view = NodeView(cluster)
+    cluster.upsert_pod(pending("cpu-only", {"cpu": "2"}))
+    # The only typical pod needs no GPU: every free milli is a fragment for it.
+    assert view.tiles()[0]["gpu_frag_milli"] == 8000.0
+    cluster.upsert_pod(pending("one-gpu", {"cpu": "4", "nvidia.com/gpu": "1"}))
+    clock.advance(29.0)
+    assert view.tiles()[0]["gpu_frag_milli"] == 8000.0  # the mix as counted 29 s ago
+    clock.advance(1.0)
+    # Half the pods need no GPU (8000 milli of fragments), half fit on any GPU (none).
+    assert view.tiles()[0]["gpu_frag_milli"] == 4000.0
