@@ -149,6 +149,13 @@ async def test_the_url_carries_the_filter_so_a_link_opens_the_same_view(
     assert await page.js("return document.getElementById('stale-only').checked") is True
     assert await page.js("return document.getElementById('gpu-only').checked") is False
 
+    # What the fragment cannot mean is the default view, not a broken page.
+    await page.open(coordinator.url + "/ui#by=toString&every=0&stale=yes")
+    await page.loaded(len(NODES))
+    assert len(await page.shown()) == len(NODES)
+    assert await page.js("return document.getElementById('signal').value") == "fullness"
+    assert page.errors() == []
+
 
 async def test_tiles_are_coloured_by_the_chosen_signal(
     coordinator: Coordinator, page: Page
