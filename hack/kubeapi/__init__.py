@@ -5,8 +5,9 @@ It serves the endpoints Stowage uses, faithfully enough that the code path under
 one that runs in a cluster, with the official ``kubernetes`` client and ``kubectl`` as clients:
 
 * discovery (``/version``, ``/api``, ``/apis``...), OpenAPI v3 (and v2 as JSON) generated
-  from the ``kubernetes`` client's models, and Table output for ``kubectl get``, so plain
-  ``kubectl apply`` (validation on) and ``kubectl explain`` work;
+  from the ``kubernetes`` client's models, and Table output for ``kubectl get`` with the
+  apiserver printers' columns (READY, STATUS, AGE, ``-o wide``), so plain ``kubectl apply``
+  (validation on), ``kubectl explain`` and ``kubectl get`` read as against a cluster;
 * ``fieldValidation`` (Ignore, Warn by default, Strict) on every write: unknown fields are
   dropped, warned about or refused as the apiserver's decoder does;
 * nodes, pods, namespaces, events, leases and PodDisruptionBudgets: list (label and field
@@ -40,8 +41,9 @@ client's models do not carry them); continue tokens do not pin a snapshot.
 
 Layout: ``store`` (objects, resourceVersion, history), ``crud`` (routing and the generic
 verbs), ``watch``, ``patch``, ``selectors``, ``eviction``, ``tokens``, ``discovery``,
-``binding``, ``kubelet``, ``table``, ``validation``, ``fields``, ``models``, ``openapi``,
-``kubeconfig``, ``faults``, ``objects`` (builders), ``server`` (``KubeApi``), ``__main__``.
+``binding``, ``kubelet``, ``table``, ``printers``, ``validation``, ``fields``, ``models``,
+``openapi``, ``kubeconfig``, ``faults``, ``objects`` (builders), ``server`` (``KubeApi``),
+``__main__``.
 """
 
 from hack.kubeapi.server import KubeApi

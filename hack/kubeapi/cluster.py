@@ -8,6 +8,7 @@ from typing import Final
 
 from aiohttp import web
 
+from common.clock import Clock, SystemClock
 from hack.kubeapi.kubelet import PodAddresses
 from hack.kubeapi.store import Store
 from hack.kubeapi.tokens import TokenBook
@@ -28,6 +29,8 @@ class Cluster:
     """Start pods bound to existing nodes (:mod:`hack.kubeapi.kubelet`); off: they stay
     Pending, for tests that write pod status themselves."""
     pod_addresses: PodAddresses = field(default_factory=PodAddresses)
+    clock: Clock = field(default_factory=SystemClock)
+    """What ``kubectl get`` ages (the AGE column) are measured against."""
     closing: bool = False
     wakers: set[Callable[[], None]] = field(default_factory=set)
 

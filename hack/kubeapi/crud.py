@@ -259,7 +259,8 @@ def _respond(
 ) -> web.Response:
     as_table = table.negotiate(request.headers.get("Accept", ""))
     if as_table and obj.get("kind") != "Status":
-        obj = table.convert(obj, request.query.get("includeObject", "Metadata"), as_table)
+        include = request.query.get("includeObject", "Metadata")
+        obj = table.convert(obj, include, as_table, request.app[CLUSTER].clock.wall())
     response = web.json_response(obj, status=code)
     for warning in warnings or ():  # RFC 7234 warn-code 299, agent "-", as the apiserver
         response.headers.add("Warning", f"299 - {json.dumps(warning)}")

@@ -85,7 +85,9 @@ def start_pod(cluster: Cluster, namespace: str, name: str) -> Obj | None:
             podIP=pod_ip,
             podIPs=[{"ip": pod_ip}],
             startTime=started,
-            containerStatuses=[_running(c, started) for c in obj["spec"].get("containers", [])],
+            containerStatuses=[
+                objects.container_status(c, started) for c in obj["spec"].get("containers", [])
+            ],
         )
         obj["metadata"]["resourceVersion"] = ""
         return obj
@@ -94,17 +96,3 @@ def start_pod(cluster: Cluster, namespace: str, name: str) -> Obj | None:
         return cluster.store.update(PODS, namespace, name, run)
     except errors.ApiError:  # deleted or moved meanwhile: this kubelet has nothing to run
         return None
-
-
-def _running(container: Obj, started: str) -> Obj:
-    return {
-        "name": container.get("name", ""),
-        "image": container.get("image", ""),
-        "imageID": "",
-        "containerID": f"containerd://{objects.new_uid().replace('-', '')}",
-        "ready": True,
-        "started": True,
-        "restartCount": 0,
-        "state": {"running": {"startedAt": started}},
-        "lastState": {},
-    }

@@ -159,7 +159,26 @@ def pod(
     obj["status"] = {"phase": phase, "conditions": conditions, "qosClass": qos_class(obj["spec"])}
     if node:
         obj["status"].update(startTime=stamp, hostIP="10.0.0.1", podIP="10.244.0.10")
+    if node and phase == "Running":
+        obj["status"]["containerStatuses"] = [
+            container_status(c, stamp, ready=is_ready) for c in spec["containers"]
+        ]
     return obj
+
+
+def container_status(container: Mapping[str, Any], started: str, *, ready: bool = True) -> Obj:
+    """A running container's status as its kubelet reports it (what READY counts)."""
+    return {
+        "name": container.get("name", ""),
+        "image": container.get("image", ""),
+        "imageID": "",
+        "containerID": f"containerd://{new_uid().replace('-', '')}",
+        "ready": ready,
+        "started": True,
+        "restartCount": 0,
+        "state": {"running": {"startedAt": started}},
+        "lastState": {},
+    }
 
 
 def default_pod(obj: Obj) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from common.clock import Clock, SystemClock
 from hack.kubeapi import crud, discovery, errors, faults, objects, openapi, selectors
 from hack.kubeapi.cluster import CLUSTER, Cluster
 from hack.kubeapi.faults import Faults
@@ -64,6 +65,7 @@ class KubeApi:
         watch_timeout_s: float = 1800.0,
         bookmark_interval_s: float = 60.0,
         kubelet: bool = True,
+        clock: Clock | None = None,
     ) -> None:
         self.host, self.port, self.ssl_context = host, port, ssl_context
         self.store = Store(history)
@@ -75,6 +77,7 @@ class KubeApi:
             watch_timeout_s=watch_timeout_s,
             bookmark_interval_s=bookmark_interval_s,
             kubelet=kubelet,
+            clock=clock or SystemClock(),
         )
         for name in DEFAULT_NAMESPACES:
             self.store.create(NAMESPACES, objects.namespace(name))

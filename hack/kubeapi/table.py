@@ -1,35 +1,15 @@
 """``meta.k8s.io/v1`` Table output, which ``kubectl get`` asks for in its Accept header.
 
-Every type gets the apiserver's default table convertor (Name, Created At), the columns
-it serves for types without a registered printer. Asking for a Table while also accepting
-plain JSON is how kubectl negotiates; a client that accepts neither gets 406.
+Each kind gets the columns of its printer (:mod:`hack.kubeapi.printers`). Asking for a
+Table while also accepting plain JSON is how kubectl negotiates; a client that accepts
+neither gets 406.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from hack.kubeapi import errors
-
-COLUMNS = [
-    {
-        "name": "Name",
-        "type": "string",
-        "format": "name",
-        "description": "Name must be unique within a namespace. Is required when creating "
-        "resources, although some resources may allow a client to request the generation of "
-        "an appropriate name automatically.",
-        "priority": 0,
-    },
-    {
-        "name": "Created At",
-        "type": "date",
-        "format": "",
-        "description": "CreationTimestamp is a timestamp representing the server time when "
-        "this object was created.",
-        "priority": 0,
-    },
-]
+from hack.kubeapi import errors, printers
 
 
 def negotiate(accept: str) -> str | None:
@@ -59,15 +39,20 @@ def negotiate(accept: str) -> str | None:
     return None
 
 
-def convert(obj: dict[str, Any], include: str, version: str) -> dict[str, Any]:
-    """A single object or a list as a Table; rows carry the object as ``includeObject`` says."""
+def convert(obj: dict[str, Any], include: str, version: str, now: float) -> dict[str, Any]:
+    """A single object or a list as a Table with the kind's columns
+    (:mod:`hack.kubeapi.printers`, ages against ``now``, Unix seconds); rows carry the
+    object as ``includeObject`` says."""
     is_list = "items" in obj
     items = obj["items"] if is_list else [obj]
     kind = obj["kind"].removesuffix("List")
     rows = []
     for item in items:
         md = item.get("metadata", {})
-        row: dict[str, Any] = {"cells": [md.get("name", ""), md.get("creationTimestamp")]}
+        cells, conditions = printers.row(kind, item, now)
+        row: dict[str, Any] = {"cells": cells}
+        if conditions:
+            row["conditions"] = conditions
         if include == "Object":
             row["object"] = {"kind": kind, "apiVersion": obj["apiVersion"], **item}
         elif include != "None":
@@ -84,6 +69,6 @@ def convert(obj: dict[str, Any], include: str, version: str) -> dict[str, Any]:
         "kind": "Table",
         "apiVersion": f"meta.k8s.io/{version}",
         "metadata": meta,
-        "columnDefinitions": COLUMNS,
+        "columnDefinitions": [c.definition() for c in printers.printer(kind).columns],
         "rows": rows,
     }

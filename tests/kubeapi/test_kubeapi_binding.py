@@ -12,14 +12,7 @@ from kubernetes.client import ApiException
 
 from hack.kubeapi import KubeApi
 from hack.kubeapi.resources import PODS
-from tests.kubeapi.kubeapi_support import status_of
-
-
-def binding(pod: str, node: str, **meta: str) -> client.V1Binding:
-    return client.V1Binding(
-        metadata=client.V1ObjectMeta(name=pod, **meta),
-        target=client.V1ObjectReference(kind="Node", name=node),
-    )
+from tests.kubeapi.kubeapi_support import binding, status_of
 
 
 def mark_deleted(pod):

@@ -5,7 +5,6 @@ refuses a busy port or bad arguments in one line."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +16,7 @@ from kubernetes import client, config
 
 from hack.kubeapi.__main__ import parse_args
 from hack.kubeapi.kubeconfig import write_kubeconfig
+from tests.kubeapi.kubeapi_support import needs_kubectl
 
 
 def test_the_module_serves_seeded_nodes_and_tokens(tmp_path):
@@ -68,7 +68,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+@needs_kubectl
 def test_a_fixed_port_and_a_kubeconfig_kubectl_uses_as_is(tmp_path):
     port = free_port()
     path = tmp_path / "kubeconfig"

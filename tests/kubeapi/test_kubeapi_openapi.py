@@ -6,13 +6,12 @@ looks up; and ``fieldValidation`` (Ignore, Warn, Strict) through the Python clie
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 from kubernetes import client
 from kubernetes.client import ApiException
 
-needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not on PATH")
+from tests.kubeapi.kubeapi_support import needs_kubectl
 
 POD = """\
 apiVersion: v1
