@@ -87,9 +87,13 @@ def main(
             except debugask.AskError as e:
                 print(f"stowage top: {e}", file=sys.stderr)
                 return 2
+            nodes = answer.get("nodes") if isinstance(answer, dict) else None
+            if not isinstance(nodes, list):
+                print(f"stowage top: {args.coordinator} sent no node list", file=sys.stderr)
+                return 2
             if args.watch is not None:
                 out.write(CLEAR)
-            out.write(table(answer["nodes"], args.sort, args.limit))
+            out.write(table(nodes, args.sort, args.limit))
             out.flush()
             if args.watch is None:
                 return 0

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from cli import main as cli_main
 from cli import top
@@ -163,6 +164,21 @@ def test_an_unreachable_coordinator_is_one_line_and_exit_2() -> None:
     assert result.stdout == ""
     assert len(result.stderr.splitlines()) == 1
     assert result.stderr.startswith("stowage top: cannot ask http://127.0.0.1:9/debug/nodes: ")
+
+
+async def test_a_server_that_sends_no_node_list_is_one_line_and_exit_2(
+    aiohttp_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def not_a_coordinator(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    app = web.Application()
+    app.router.add_get("/debug/nodes", not_a_coordinator)
+    server = await aiohttp_server(app)
+    url = str(server.make_url("")).rstrip("/")
+    code, text = await run_top("--coordinator", url)
+    assert (code, text) == (2, "")
+    assert capsys.readouterr().err == f"stowage top: {url} sent no node list\n"
 
 
 @pytest.mark.parametrize(
