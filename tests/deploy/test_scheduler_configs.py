@@ -10,6 +10,7 @@ names.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -33,7 +34,7 @@ from coordinator.services import Services
 from tests.coordinator.extender.conftest import NoAuthenticator
 from tests.coordinator.extender.kubejson import NODES, POD_UID, pod
 from tests.coordinator.extender.test_extender_volcano import node_info, task
-from tests.deploy.kubescheduler_types import GROUP, VERSIONS, schema
+from tests.deploy.kubescheduler_types import DURATION, GROUP, VERSIONS, schema
 from tests.hosts import FakeClock
 
 REPO = Path(__file__).resolve().parents[2]
@@ -373,6 +374,39 @@ def _volcano_arguments() -> dict[str, Any]:
     return plugin["arguments"]
 
 
+VOLCANO_EXTENDER_ARGUMENTS = {
+    f"extender.{name}"
+    for name in (
+        "urlPrefix",
+        "httpTimeout",
+        "onSessionOpenVerb",
+        "onSessionCloseVerb",
+        "predicateVerb",
+        "prioritizeVerb",
+        "preemptableVerb",
+        "reclaimableVerb",
+        "queueOverusedVerb",
+        "jobEnqueueableVerb",
+        "jobEnqueuedVerb",
+        "jobReadyVerb",
+        "allocateFuncVerb",
+        "deallocateFuncVerb",
+        "ignorable",
+        "managedResources",
+    )
+}
+"""The keys Volcano's extender plugin reads (``pkg/scheduler/plugins/extender/argument.go``)."""
+
+
+def test_volcanos_extender_arguments_are_keys_the_plugin_reads() -> None:
+    """Volcano reads its configuration leniently: a misspelt key is ignored without a
+    word (a verb left unset is a call never made), so the keys are checked here."""
+    args = _volcano_arguments()
+    assert set(args) <= VOLCANO_EXTENDER_ARGUMENTS
+    assert re.fullmatch(DURATION["pattern"], args["extender.httpTimeout"])
+    assert {"extender.predicateVerb", "extender.prioritizeVerb"} <= set(args)
+
+
 async def test_volcanos_verbs_are_routes_the_coordinator_answers(
     aiohttp_client: Callable[..., Any], services: Services
 ) -> None:
@@ -425,13 +459,21 @@ def test_the_mutual_tls_listener_does_not_serve_volcano(services: Services) -> N
 
 
 def kustomize(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """The objects ``kubectl kustomize directory`` builds, by kind and name (a fresh copy
+    each call: tests may change what they get)."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("needs kubectl (kustomize) to build the overlays")
-    built = subprocess.run(
+    built = _built(kubectl, directory)
+    return {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(built)}
+
+
+@functools.cache
+def _built(kubectl: str, directory: Path) -> str:
+    """Each tree is built once per run: several tests read the same one."""
+    return subprocess.run(
         [kubectl, "kustomize", str(directory)], check=True, capture_output=True, text=True
     ).stdout
-    return {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(built)}
 
 
 @pytest.mark.parametrize("directory", SECOND_SCHEDULER_DIRS)
