@@ -152,13 +152,13 @@ def _thresholds(shares: set[int]) -> list[int]:
     return sorted(out)
 
 
-def limit(nodes: Sequence[NodeSpec], pods: Sequence[PodRequest], point: int = 100) -> float:
+def limit(nodes: Sequence[NodeSpec], pods: Sequence[PodRequest], point: int = 100) -> float | None:
     """The lowest unallocated GPU % any add-only policy can show at x = ``point`` when
     ``pods`` arrive in this order (the events x = ``point`` averages, as the simulator
-    bins them); 100 when no event falls there."""
+    bins them); None when no event falls there (nor does a U at x = ``point``)."""
     total = sum(n.gpus for n in nodes) * MILLI_PER_GPU
     arrived = np.cumsum([p.gpu_total_milli for p in pods], dtype=np.int64)
     at = replay.events_at(replay.x_of(arrived, total), point)
     if not len(at):
-        return 100.0
+        return None
     return 100.0 - 100.0 * max_allocation(nodes, pods[: int(at[-1]) + 1]) / total

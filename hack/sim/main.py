@@ -213,7 +213,7 @@ def simulate(run: Run) -> tuple[list[dict[str, Any]], float]:
     return rows, len(sequence.pods) / events.seconds
 
 
-def limit(nodes: Path, pods: Path, seed: int) -> float:
+def limit(nodes: Path, pods: Path, seed: int) -> float | None:
     """The limit at x = 100 of one workload's arrival sequence for one seed."""
     from hack.sim import bound  # scipy loads only where the limit is asked for
 
@@ -345,6 +345,7 @@ def execute(runs: Sequence[Run], jobs: int, show: bool | None, limits: bool = Tr
         outcome.rows.extend(rows)
         outcome.speed.setdefault(run.entry.label, []).append(pods_per_s)
     for (_, _, workload, _), value in zip(sequences, results[len(runs) :], strict=False):
-        outcome.limits.setdefault(workload, []).append(value)
+        if value is not None:  # None: no event at x = 100 in that sequence
+            outcome.limits.setdefault(workload, []).append(value)
     outcome.rows.sort(key=lambda r: (r["workload"], labels.index(r["policy"]), r["seed"], r["x"]))
     return outcome

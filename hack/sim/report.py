@@ -97,8 +97,8 @@ def summary(
         parts.append("| " + " | ".join(head) + " |")
         parts.append("|---|" + "---|" * (len(head) - 1))
         for workload in workloads:
-            cells = [_mean_sd(limits.get(workload, []))] if with_limit and limits else []
-            cells += [_mean_sd(values.get((workload, label, point), [])) for label in labels]
+            cells = [mean_sd(limits.get(workload, []))] if with_limit and limits else []
+            cells += [mean_sd(values.get((workload, label, point), [])) for label in labels]
             parts.append(f"| {workload} | " + " | ".join(cells) + " |")
         parts.append("")
     parts += _ratios(values, trade, columns, workloads)
@@ -224,7 +224,7 @@ def _failed_at_end(
     return out
 
 
-def _mean_sd(values: Sequence[float]) -> str:
+def mean_sd(values: Sequence[float]) -> str:
     if not values:
         return "–"
     sd = statistics.stdev(values) if len(values) > 1 else 0.0

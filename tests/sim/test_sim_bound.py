@@ -139,6 +139,6 @@ def test_limit_takes_the_pods_arrived_by_the_last_event_at_x():
     assert bound.limit(nodes, pods, 100) == pytest.approx(40.0)
     assert bound.limit(nodes, pods, 90) == pytest.approx(100 - 100 * 3_600 / 6_000)  # 9 arrived
     # x = 95: no event at 94, 95 or 96 (x moves by 10 per pod): nothing to bound
-    assert bound.limit(nodes, pods, 95) == 100.0
+    assert bound.limit(nodes, pods, 95) is None
     # x = 110: the first 0.4 share has come (6 400 milli arrived): 3 600 + 400
     assert bound.limit(nodes, pods, 107) == pytest.approx(100 - 100 * 4_000 / 6_000)
