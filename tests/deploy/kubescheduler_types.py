@@ -1,10 +1,11 @@
 """JSON Schemas of ``KubeSchedulerConfiguration``, one per API version, from a table of the
 upstream Go types.
 
-No validator on PyPI ships kube-scheduler's component-config schemas, and kube-scheduler
-decodes its file strictly: a field its version does not have is an error at start-up, not
-a warning. So each type below lists its JSON fields and the versions that have them,
-transcribed from ``k8s.io/kube-scheduler/config/<version>/types.go`` and
+No validator on PyPI ships kube-scheduler's component-config schemas. A field the version
+does not have is an error at start-up in recent kube-scheduler releases (strict decoding)
+and silently dropped in older ones, where the setting is then not in force: either way it
+must not be in the file. So each type below lists its JSON fields and the versions that
+have them, transcribed from ``k8s.io/kube-scheduler/config/<version>/types.go`` and
 ``types_pluginargs.go`` (and ``k8s.io/component-base/config/v1alpha1`` for leader election,
 client connection and debugging), each version as its first release has it (v1beta1 in
 1.19, v1beta2 in 1.22, v1beta3 in 1.23, v1 in 1.25): what is valid there stays valid in
