@@ -579,7 +579,8 @@ def test_each_overlay_installs_stowage_with_the_scheduler_of_its_version(
     overlay: Path, directory: str
 ) -> None:
     """The overlay holds the scheduler of its version directory, and the coordinator its
-    extender calls, at the address and port the configuration names."""
+    extender calls, at the address and port the configuration names, which a
+    NetworkPolicy guarding the coordinator lets the scheduler reach."""
     objects = kustomize(overlay)
     scheduler = kustomize(SCHEDULER / directory)
     assert set(scheduler) <= set(objects)
@@ -588,9 +589,41 @@ def test_each_overlay_installs_stowage_with_the_scheduler_of_its_version(
     service = objects[("Service", "stowage-coordinator")]
     assert url.hostname == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
     (port,) = [p for p in service["spec"]["ports"] if p["port"] == url.port]
-    coordinator = objects[("Deployment", "stowage-coordinator")]["spec"]["template"]["spec"]
-    (container,) = coordinator["containers"]
+    coordinator = objects[("Deployment", "stowage-coordinator")]["spec"]["template"]
+    (container,) = coordinator["spec"]["containers"]
     assert port["targetPort"] in {p["name"] for p in container["ports"]}
+
+    caller = objects[("Deployment", PROFILE)]["spec"]["template"]["metadata"]["labels"]
+    guarding = [
+        o
+        for (kind, _), o in objects.items()
+        if kind == "NetworkPolicy"
+        and _selects(o["spec"]["podSelector"], coordinator["metadata"]["labels"])
+        and "Ingress" in o["spec"].get("policyTypes", ["Ingress"])
+    ]
+    for policy in guarding:  # the scheduler may reach the extender's port
+        assert any(
+            port["targetPort"] in {p.get("port") for p in rule.get("ports", [])}
+            and any(
+                _selects(s["podSelector"], caller)
+                for s in rule.get("from", [])
+                if set(s) == {"podSelector"}
+            )
+            for rule in policy["spec"].get("ingress", [])
+        ), policy["metadata"]["name"]
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Whether a label selector (``matchLabels``, ``matchExpressions``) selects ``labels``."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    tests = {
+        "In": lambda e: labels.get(e["key"]) in e["values"],
+        "NotIn": lambda e: labels.get(e["key"]) not in e["values"],
+        "Exists": lambda e: e["key"] in labels,
+        "DoesNotExist": lambda e: e["key"] not in labels,
+    }
+    return all(tests[e["operator"]](e) for e in selector.get("matchExpressions", []))
 
 
 def test_every_scheduler_overlay_is_tested() -> None:
