@@ -9,7 +9,8 @@ one that runs in a cluster, with the official ``kubernetes`` client and ``kubect
   apiserver printers' columns (READY, STATUS, AGE, ``-o wide``), so plain ``kubectl apply``
   (validation on), ``kubectl explain`` and ``kubectl get`` read as against a cluster;
 * ``fieldValidation`` (Ignore, Warn by default, Strict) on every write: unknown fields are
-  dropped, warned about or refused as the apiserver's decoder does;
+  dropped, warned about or refused as the apiserver's decoder does; bodies in JSON, YAML,
+  or protobuf for what kubectl's typed clients create (namespaces, PDBs);
 * nodes, pods, namespaces, events, leases and PodDisruptionBudgets: list (label and field
   selectors, pagination), watch, get, create, PUT, PATCH (merge, strategic merge, JSON
   patch), delete, with one global resourceVersion counter, 409 on stale resourceVersions
@@ -42,8 +43,8 @@ client's models do not carry them); continue tokens do not pin a snapshot.
 Layout: ``store`` (objects, resourceVersion, history), ``crud`` (routing and the generic
 verbs), ``watch``, ``patch``, ``selectors``, ``eviction``, ``tokens``, ``discovery``,
 ``binding``, ``kubelet``, ``table``, ``printers``, ``validation``, ``fields``, ``models``,
-``openapi``, ``kubeconfig``, ``faults``, ``objects`` (builders), ``server`` (``KubeApi``),
-``__main__``.
+``openapi``, ``protobuf``, ``kubeconfig``, ``faults``, ``objects`` (builders), ``server``
+(``KubeApi``), ``__main__``.
 """
 
 from hack.kubeapi.server import KubeApi

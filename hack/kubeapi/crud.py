@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
 from aiohttp import web
 
 from hack.kubeapi import (
@@ -27,6 +28,7 @@ from hack.kubeapi import (
     fields,
     objects,
     patch,
+    protobuf,
     selectors,
     table,
     tokens,
@@ -141,13 +143,25 @@ def _verb(request: web.Request, target: Target) -> str:
     return verb
 
 
+BODY_TYPES = ("application/json", "application/yaml", protobuf.MEDIA_TYPE)
+"""What a create, update or delete body may be (protobuf only for the kinds kubectl's
+typed clients create, :mod:`hack.kubeapi.protobuf`); CBOR and the rest get 415."""
+
+
 async def _json_body(request: web.Request) -> Any:
     raw = await request.read()
+    media = request.headers.get("Content-Type", "").split(";")[0].strip()
+    if request.method != "PATCH" and media and media not in BODY_TYPES:
+        raise errors.unsupported_media_type(BODY_TYPES)
     if not raw:
         return None
     try:
+        if media == protobuf.MEDIA_TYPE:
+            return protobuf.decode(raw)
+        if media == "application/yaml":
+            return yaml.safe_load(raw)
         return fields.loads(raw)
-    except ValueError as e:
+    except (ValueError, yaml.YAMLError) as e:
         raise errors.bad_request(f"the body of the request could not be decoded: {e}") from e
 
 
@@ -299,8 +313,9 @@ def create(cluster: Cluster, res: Resource, namespace: str | None, obj: Obj) -> 
     if res is PODS:
         objects.default_pod(obj)
         obj["status"] = {"phase": "Pending", "qosClass": objects.qos_class(obj["spec"])}
-    elif res is NAMESPACES:
+    elif res is NAMESPACES:  # the strategy sets the finalizer and the phase
         obj = {**objects.namespace(md["name"]), **obj, "status": {"phase": "Active"}}
+        obj["spec"] = {**(obj.get("spec") or {}), "finalizers": ["kubernetes"]}
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = md["name"]
     validation.validate(res, obj)
     return cluster.store.create(res, obj)
