@@ -352,10 +352,7 @@ async def test_every_extender_verb_is_a_route_the_coordinator_answers(
     extender listener (``/scheduler/*`` only)."""
     main = await aiohttp_client(make_app(services))
     extender_only = await aiohttp_client(make_extender_app(services))
-    for path in [
-        SAMPLE,
-        *(SCHEDULER / d / "kube-scheduler-config.yaml" for d in SECOND_SCHEDULER_DIRS),
-    ]:
+    for path in ALL_CONFIGS:
         (extender,) = load(path)["extenders"]
         client = extender_only if extender.get("enableHTTPS") else main
         asked = [verb for verb in KUBE_SCHEDULER_BODIES if verb in extender]
