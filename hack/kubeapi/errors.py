@@ -140,13 +140,14 @@ def method_not_allowed(message: str) -> ApiError:
     return ApiError(status(405, "MethodNotAllowed", message))
 
 
-def unsupported_media_type() -> ApiError:
+def unsupported_media_type(accepted: tuple[str, ...] | None = None) -> ApiError:
+    """415 naming what the endpoint decodes (the patch types unless ``accepted`` says)."""
     return ApiError(
         status(
             415,
             "UnsupportedMediaType",
             "the body of the request was in an unknown format - accepted media types include: "
-            + ", ".join(PATCH_TYPES),
+            + ", ".join(accepted or PATCH_TYPES),
         )
     )
 
