@@ -75,6 +75,7 @@ def test_the_glob_finds_the_trees_an_operator_applies() -> None:
         "daemonset/overlays/monitoring",
         "daemonset/overlays/extender-mtls",
         "daemonset/components/cgroup-v1-systemd",
+        "daemonset/components/monitoring",
     } <= found
 
 
@@ -329,6 +330,21 @@ def test_the_dev_overlay_runs_one_debug_coordinator_and_agents_that_never_enforc
     ((_, _, args),) = _agents(objects)
     assert args.log_level == "DEBUG"
     assert args.enforce is False
+
+
+def test_the_kustomizations_docs_install_shows_build(tmp_path: Path) -> None:
+    """Each kustomization in docs/install.md that builds on a checkout (``../stowage/``)
+    renders, with the checkout where it expects it."""
+    (tmp_path / "stowage").symlink_to(REPO)
+    blocks = re.findall(r"```yaml\n(.*?)```", (REPO / "docs/install.md").read_text(), re.S)
+    mine = [b for b in blocks if b.startswith("resources:") and "../stowage/" in b]
+    assert mine
+    for number, block in enumerate(mine):
+        directory = tmp_path / f"example{number}"
+        directory.mkdir()
+        (directory / "kustomization.yaml").write_text(block)
+        objects = render(directory)
+        assert any(o["kind"] == "DaemonSet" for o in objects)
 
 
 def test_the_image_is_the_one_make_image_builds() -> None:
