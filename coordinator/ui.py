@@ -2,10 +2,10 @@
 
 The page draws one tile per node from ``GET /debug/nodes``, which it polls; it asks for
 it by a relative URL, so the map works wherever the coordinator's root is reached —
-``kubectl port-forward``, or ``kubectl proxy``'s ``.../services/NAME:PORT/proxy/ui``,
-which puts the caller's own Kubernetes credentials in front of it. It is served like
-``/debug/*``, on the main listener, and carries no data itself. What the page shows is
-kept in the URL's fragment, so a link opens the same view:
+``kubectl port-forward`` (the caller's own Kubernetes credentials in front of it), or
+under a path prefix such as ``kubectl proxy``'s ``.../services/NAME:PORT/proxy/ui``. It
+is served like ``/debug/*``, on the main listener, and carries no data itself. What the
+page shows is kept in the URL's fragment, so a link opens the same view:
 ``/ui#q=a100&stale=1&throttled=1&gpu=1&by=psi_cpu&every=5`` (name or GPU model
 substring, the three toggles, the signal tiles are coloured by — ``fullness``,
 ``gpu_frag_milli``, ``contiguity``, ``psi_cpu``, ``psi_memory`` — and seconds between
