@@ -303,7 +303,7 @@ def main(args: argparse.Namespace) -> int:
         outcome.rows,
         [report.Column(e.label, e.name, admission.in_force(e.build())) for e in entries],
         [w for w, _ in workloads],
-        outcome.limits,
+        None if args.no_limit else outcome.limits,
         args.policy_arg or (),
     )
     text += report.speed(outcome.speed)

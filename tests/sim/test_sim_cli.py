@@ -395,6 +395,8 @@ def test_an_admission_rule_for_every_policy_makes_ratios_comparable(files):
     assert result.returncode == 0, result.stderr
     summary = (out / "summary.md").read_text()
     assert "fgd: none; stowage: none; stowage+reserve-gpu-cpu: reserve-gpu-cpu" in summary
+    assert "| workload | fgd | stowage | stowage+reserve-gpu-cpu |" in summary  # --no-limit
+    assert "limit" not in summary
     rows = {
         line.split("|")[2].strip(): line
         for line in summary.splitlines()
