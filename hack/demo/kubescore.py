@@ -58,9 +58,8 @@ def least_allocated(requested: Sequence[IntArray], allocatable: Sequence[IntArra
     weights = np.zeros_like(total)
     for req, alloc in zip(requested, allocatable, strict=True):
         has = alloc != 0
-        safe = np.where(has, alloc, 1)
-        score = np.where(req > alloc, 0, (alloc - req) * MAX_NODE_SCORE // safe)
-        total += np.where(has, score, 0)
+        # where there is none of a resource, nothing or more than nothing is asked: 0 either way
+        total += np.where(req > alloc, 0, (alloc - req) * MAX_NODE_SCORE // np.where(has, alloc, 1))
         weights += has
     out: IntArray = np.where(weights > 0, total // np.maximum(weights, 1), 0)
     return out
@@ -88,7 +87,7 @@ def with_extender(plugins: IntArray, extender: IntArray, weight: int) -> IntArra
 
 def feasible_to_find(nodes: int, percentage: int = 0) -> int:
     """``numFeasibleNodesToFind``: how many feasible nodes filtering stops at."""
-    if nodes < MIN_FEASIBLE_NODES or percentage >= 100:
+    if nodes < MIN_FEASIBLE_NODES:
         return nodes
     if percentage == 0:
         percentage = max(50 - nodes // 125, MIN_FEASIBLE_PERCENT)

@@ -6,6 +6,9 @@
   /scheduler/filter`` with the names left, ``POST /scheduler/prioritize`` (not when one
   node is left, as kube-scheduler skips it), its plugins' scores plus the extender's
   weighted score, and the pod bound through the API's ``pods/binding`` subresource.
+  Of the nodes the extender passes, those without room device by device in this
+  scheduler's own count are dropped: the coordinator counts devices the same way, but a
+  binding can reach it (through its pod watch) a moment after the next pod's filter.
 * :class:`DefaultScoring`: the same scheduler without the extender, in process: its
   default scoring alone over the nodes that have room for the pod device by device (a
   GPU-sharing-aware filter, as any cluster that shares GPUs needs), so the two differ in
@@ -81,10 +84,11 @@ class WithExtender:
         reply = self._extender("filter", pod_object, offered)
         if not isinstance(reply, dict) or reply.get("Error"):
             raise DemoError(f"extender filter: {reply!r:.300}")
-        passing = reply.get("NodeNames") or []
+        index = cache.state.index
+        room = cache.has_room(pod)
+        passing = [n for n in reply.get("NodeNames") or [] if room[index[n]]]
         if not passing:
             return None
-        index = cache.state.index
         if len(passing) == 1:
             chosen = index[passing[0]]
         else:

@@ -14,7 +14,7 @@ from coordinator.state.podrequest import PodRequest
 from hack.demo import main as demo
 from hack.demo import summary
 from hack.demo.pending import PendingPods
-from hack.demo.schedcache import SchedulerCache
+from hack.demo.schedcache import MAX_PODS, SchedulerCache
 from hack.demo.scheduler import DefaultScoring
 from hack.demo.workload import node_fields, pod_object, sample_nodes
 from hack.kubeapi import objects
@@ -47,6 +47,16 @@ def test_whole_gpus_requested_count_against_the_fit_filter():
     cache.bind("a", PodRequest("a", 100, GI, gpus=2, gpu_milli=1000), 0)
     assert cache.fits(PodRequest("b", 100, GI, gpus=1, gpu_milli=1000)).tolist() == [False]
     assert cache.fits(PodRequest("c", 100, GI)).tolist() == [True]
+
+
+def test_a_node_with_as_many_pods_as_kubelet_allows_fails_the_fit_filter():
+    cache = SchedulerCache([node("n")])
+    tiny = PodRequest("t", cpu_m=1, mem_b=1)
+    for k in range(MAX_PODS - 1):
+        cache.bind(f"t{k}", tiny, 0)
+    assert cache.fits(tiny).tolist() == [True]
+    cache.bind("last", tiny, 0)
+    assert cache.fits(tiny).tolist() == [False]
 
 
 def test_plugin_scores_add_least_allocated_and_balanced_allocation():
@@ -85,6 +95,12 @@ def test_the_sample_keeps_each_kind_of_node_in_proportion():
     assert collections.Counter(n.gpu_model for n in sample) == {"V100": 3, "T4": 2}
     assert len({n.name for n in sample}) == 5
     assert sample_nodes(nodes, 50, seed=3) == nodes
+    # 7 and 3 of 10, 4 wanted: 2.8 and 1.2, the larger remainder gets the fourth
+    seven_three = [node(f"a{i}", 8, "V100") for i in range(7)] + [
+        node(f"b{i}", 2, "T4") for i in range(3)
+    ]
+    sample = sample_nodes(seven_three, 4, seed=3)
+    assert collections.Counter(n.gpu_model for n in sample) == {"V100": 3, "T4": 1}
 
 
 def test_the_pods_and_nodes_read_back_as_the_coordinator_reads_them():
@@ -230,3 +246,6 @@ def test_keep_schedules_waiting_pods_and_retries_one_that_did_not_fit_once_room_
     gone = {**mine, "metadata": {**mine["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
     assert queue.sync([gone, big, other]) == ["default/big: bound to n0"]
     assert set(cache.bound) == {"big"}
+    done = {**big, "status": {**big["status"], "phase": "Succeeded"}}
+    queue.sync([done, other])
+    assert cache.bound == {}  # a finished pod gives its room back
