@@ -35,8 +35,8 @@ Known differences from a real apiserver (each a choice, not an accident): no con
 (PDB status is what was written, nothing is garbage collected, finalizers do not hold a
 delete), so deletes are immediate (a pod on a node is first marked terminating); the
 emulated kubelet runs nothing, so a started pod stays Running; no RBAC or admission beyond
-namespace existence; validation of metadata only; no server-side apply, managedFields or
-dry run outside eviction and binding; legacy discovery only; OpenAPI documents without
+namespace existence; validation of metadata only; no server-side apply or managedFields
+(``dryRun=All`` is honoured on every write); legacy discovery only; OpenAPI documents without
 the ``x-kubernetes-list-*`` extensions and with int-or-string fields as free-form (the
 client's models do not carry them); continue tokens do not pin a snapshot.
 

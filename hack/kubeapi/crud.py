@@ -180,6 +180,7 @@ def _write(
             cluster.store, target.namespace or "", target.name or "", body, query
         )
     how = fields.directive(query, verb)
+    dry = dry_run(query, verb, body if verb == "delete" else None)
     if target.sub == "binding" or res is BINDINGS:
         obj = _object(body, BINDINGS)
         warnings += fields.decode(BINDINGS, obj, how)
@@ -191,12 +192,24 @@ def _write(
         obj = _object(body, res)
         warnings += fields.decode(res, obj, how)
         if verb == "create":
-            return 201, create(cluster, res, target.namespace, obj)
-        return update(cluster, target, obj)
+            return 201, create(cluster, res, target.namespace, obj, dry_run=dry)
+        return update(cluster, target, obj, dry_run=dry)
     if verb == "patch":
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
-        return 200, patch_object(cluster, target, content_type, body, how, warnings)
-    return 200, delete(cluster, target, body or {}, query)
+        return 200, patch_object(cluster, target, content_type, body, how, warnings, dry)
+    return 200, delete(cluster, target, body or {}, query, dry_run=dry)
+
+
+def dry_run(query: Any, verb: str, options: Any) -> bool:
+    """``dryRun=All`` in the query (or a DeleteOptions body): validate and answer, store
+    nothing. Any other value is refused, as the apiserver's options validation does."""
+    values = list(query.getall("dryRun", []))
+    if isinstance(options, dict):
+        values += list(options.get("dryRun") or [])
+    for value in values:
+        if value != "All":
+            raise errors.unsupported_option(verb, "dryRun", value, ("All",))
+    return bool(values)
 
 
 def _object(body: Any, res: Resource) -> Obj:
@@ -284,7 +297,9 @@ def _respond(
 # ------------------------------------------------------------------- writes
 
 
-def create(cluster: Cluster, res: Resource, namespace: str | None, obj: Obj) -> Obj:
+def create(
+    cluster: Cluster, res: Resource, namespace: str | None, obj: Obj, *, dry_run: bool = False
+) -> Obj:
     md = obj["metadata"]
     if res.namespaced:
         _same_namespace(obj, namespace)
@@ -318,7 +333,7 @@ def create(cluster: Cluster, res: Resource, namespace: str | None, obj: Obj) -> 
         obj["spec"] = {**(obj.get("spec") or {}), "finalizers": ["kubernetes"]}
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = md["name"]
     validation.validate(res, obj)
-    return cluster.store.create(res, obj)
+    return cluster.store.create(res, obj, dry_run=dry_run)
 
 
 def _same_namespace(obj: Obj, namespace: str | None) -> None:
@@ -350,7 +365,7 @@ def _merge_write(res: Resource, sub: str | None, old: Obj, new: Obj) -> Obj:
     return new
 
 
-def update(cluster: Cluster, target: Target, obj: Obj) -> tuple[int, Obj]:
+def update(cluster: Cluster, target: Target, obj: Obj, *, dry_run: bool = False) -> tuple[int, Obj]:
     res, ns, name = target.res, target.namespace or "", target.name or ""
     md = obj["metadata"]
     if md.get("name", name) != name:
@@ -362,14 +377,14 @@ def update(cluster: Cluster, target: Target, obj: Obj) -> tuple[int, Obj]:
     md["name"] = name
     if cluster.store.find(res, ns, name) is None and res.create_on_update and not target.sub:
         md.pop("resourceVersion", None)
-        return 201, create(cluster, res, target.namespace, obj)
+        return 201, create(cluster, res, target.namespace, obj, dry_run=dry_run)
 
     def change(old: Obj) -> Obj:
         new = _merge_write(res, target.sub, old, obj)
         validation.validate(res, new)
         return new
 
-    return 200, cluster.store.update(res, ns, name, change)
+    return 200, cluster.store.update(res, ns, name, change, dry_run=dry_run)
 
 
 PATCHERS = {
@@ -386,6 +401,7 @@ def patch_object(
     body: Any,
     how: str,
     warnings: list[str],
+    dry_run: bool = False,
 ) -> Obj:
     """Apply a patch; the result is decoded as a body would be (``fields.decode``)."""
     patcher = PATCHERS.get(content_type)
@@ -413,19 +429,26 @@ def patch_object(
         validation.validate(res, new)
         return new
 
-    return cluster.store.update(res, ns, name, change)
+    return cluster.store.update(res, ns, name, change, dry_run=dry_run)
 
 
-def delete(cluster: Cluster, target: Target, options: Obj, query: Mapping[str, str]) -> Obj:
+def delete(
+    cluster: Cluster,
+    target: Target,
+    options: Obj,
+    query: Mapping[str, str],
+    *,
+    dry_run: bool = False,
+) -> Obj:
     res, ns, name = target.res, target.namespace or "", target.name or ""
     pre = options.get("preconditions") or {}
-    if res is PODS:
+    if res is PODS and not dry_run:
         grace = options.get("gracePeriodSeconds", query.get("gracePeriodSeconds"))
         return eviction.delete_pod(
             cluster.store, ns, name, pre, None if grace is None else int(grace)
         )
     last = None
-    if res is NAMESPACES:  # at once, where the namespace controller takes a while
+    if res is NAMESPACES and not dry_run:  # at once, where the controller takes a while
         for other in RESOURCES:
             if other.namespaced and other.stored:
                 for obj in cluster.store.list(other, name)[0]:
@@ -436,7 +459,13 @@ def delete(cluster: Cluster, target: Target, options: Obj, query: Mapping[str, s
             obj["status"] = {"phase": "Terminating"}
 
     deleted = cluster.store.delete(
-        res, ns, name, uid=pre.get("uid"), resource_version=pre.get("resourceVersion"), last=last
+        res,
+        ns,
+        name,
+        uid=pre.get("uid"),
+        resource_version=pre.get("resourceVersion"),
+        last=last,
+        dry_run=dry_run,
     )
     if res.return_deleted:
         return deleted

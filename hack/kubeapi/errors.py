@@ -166,3 +166,23 @@ def unauthorized() -> ApiError:
 def internal(message: str) -> ApiError:
     """What a plain Go ``error`` (not a ``StatusError``) becomes: 500 with reason Unknown."""
     return ApiError(status(500, "Unknown", message))
+
+
+OPTIONS_KINDS = {
+    "create": "CreateOptions",
+    "update": "UpdateOptions",
+    "patch": "PatchOptions",
+    "delete": "DeleteOptions",
+}
+
+
+def unsupported_option(verb: str, field: str, value: str, allowed: tuple[str, ...]) -> ApiError:
+    """422 for a query option the apiserver's options validation refuses (``fieldValidation``,
+    ``dryRun``): ``CreateOptions.meta.k8s.io "" is invalid: ...``."""
+    listed = ", ".join(f'"{a}"' for a in allowed)
+    cause = {
+        "reason": "FieldValueNotSupported",
+        "field": field,
+        "message": f'Unsupported value: "{value}": supported values: {listed}',
+    }
+    return invalid(OPTIONS_KINDS.get(verb, "CreateOptions"), "", [cause], "meta.k8s.io")

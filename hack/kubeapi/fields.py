@@ -24,7 +24,6 @@ from hack.kubeapi import errors, models
 from hack.kubeapi.resources import Resource
 
 DIRECTIVES = ("", "Ignore", "Strict", "Warn")
-OPTIONS_KIND = {"create": "CreateOptions", "update": "UpdateOptions", "patch": "PatchOptions"}
 
 
 class _Keys(dict[str, Any]):
@@ -51,19 +50,7 @@ def directive(query: Any, verb: str) -> str:
     apiserver validates its Create/Update/PatchOptions."""
     value = query.get("fieldValidation", "")
     if value not in DIRECTIVES:
-        allowed = ", ".join(f'"{d}"' for d in DIRECTIVES)
-        raise errors.invalid(
-            OPTIONS_KIND.get(verb, "CreateOptions"),
-            "",
-            [
-                {
-                    "reason": "FieldValueNotSupported",
-                    "field": "fieldValidation",
-                    "message": f'Unsupported value: "{value}": supported values: {allowed}',
-                }
-            ],
-            "meta.k8s.io",
-        )
+        raise errors.unsupported_option(verb, "fieldValidation", value, DIRECTIVES)
     return value or "Warn"
 
 

@@ -90,7 +90,9 @@ class Store:
 
     # ----------------------------------------------------------------- writes
 
-    def create(self, res: Resource, obj: Obj) -> Obj:
+    def create(self, res: Resource, obj: Obj, *, dry_run: bool = False) -> Obj:
+        """Store a new object; with ``dry_run``, only what would be stored (no
+        resourceVersion, nothing recorded), as the apiserver's dry-run storage answers."""
         obj = copy.deepcopy(obj)
         md = meta(obj)
         key = (res.group_resource, md.get("namespace", "") if res.namespaced else "", md["name"])
@@ -105,14 +107,25 @@ class Store:
             md.pop("deletionTimestamp", None)
             if res.has_generation:
                 md["generation"] = 1
+            if dry_run:
+                md.pop("resourceVersion", None)
+                return copy.deepcopy(obj)
             self._commit("ADDED", res, key, obj, None)
         self._notify()
         return copy.deepcopy(obj)
 
-    def update(self, res: Resource, namespace: str, name: str, change: Callable[[Obj], Obj]) -> Obj:
+    def update(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        change: Callable[[Obj], Obj],
+        *,
+        dry_run: bool = False,
+    ) -> Obj:
         """Read-modify-write under the lock. ``change`` gets a copy of the stored object and
         returns the new one; a ``metadata.resourceVersion`` in it is a precondition (409 when
-        stale), an empty one makes the write unconditional."""
+        stale), an empty one makes the write unconditional. ``dry_run``: the result, unsaved."""
         key = (res.group_resource, namespace if res.namespaced else "", name)
         with self._lock:
             old = self._objects.get(key)
@@ -134,6 +147,8 @@ class Store:
                 return copy.deepcopy(old)
             if res.has_generation and new.get("spec") != old.get("spec"):
                 md["generation"] = old["metadata"].get("generation", 0) + 1
+            if dry_run:
+                return copy.deepcopy(new)
             self._commit("MODIFIED", res, key, new, old)
         self._notify()
         return copy.deepcopy(new)
@@ -147,6 +162,7 @@ class Store:
         uid: str | None = None,
         resource_version: str | None = None,
         last: Callable[[Obj], None] | None = None,
+        dry_run: bool = False,
     ) -> Obj:
         """Remove at once (no graceful termination); the preconditions are those of
         ``DeleteOptions.preconditions``. ``last`` may amend the final state first."""
@@ -171,6 +187,8 @@ class Store:
             final = copy.deepcopy(old)
             if last is not None:
                 last(final)
+            if dry_run:
+                return final
             self._commit("DELETED", res, key, final, old)
         self._notify()
         return copy.deepcopy(final)

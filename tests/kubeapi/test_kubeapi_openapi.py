@@ -238,3 +238,39 @@ def test_strict_binding_body(kube, api_client, core):
         'unknown field "target.nam"',
     )
     assert core.read_namespaced_pod("p", "default").spec.node_name is None
+
+
+@needs_kubectl
+def test_server_side_dry_run_stores_nothing(kube, kubectl, core):
+    kube.add_node("worker-1")
+    rv = core.list_node().metadata.resource_version
+    assert kubectl("apply", "--dry-run=server", "-f", "-", stdin=POD).strip() == (
+        "pod/web created (server dry run)"
+    )
+    assert core.list_namespaced_pod("default").items == []
+    kubectl("label", "node", "worker-1", "team=a", "--dry-run=server")
+    kubectl("delete", "node", "worker-1", "--dry-run=server")
+    node = core.read_node("worker-1")
+    assert "team" not in node.metadata.labels
+    assert core.list_node().metadata.resource_version == rv  # nothing was written
+
+
+def test_dry_run_answers_what_would_be_stored_and_refuses_other_values(kube, api_client, core):
+    pod = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="p"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="i")]),
+    )
+    would = core.create_namespaced_pod("default", pod, dry_run="All")
+    assert (would.metadata.uid is not None, would.metadata.resource_version) == (True, None)
+    assert would.status.phase == "Pending"
+    kube.add_pod("q")
+    deleted = core.delete_namespaced_pod("q", "default", dry_run="All")
+    assert deleted.metadata.name == "q"
+    assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["q"]
+    with pytest.raises(ApiException) as caught:
+        core.create_namespaced_pod("default", pod, dry_run="Some")
+    assert caught.value.status == 422
+    assert json.loads(caught.value.body)["message"] == (
+        'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: "Some": '
+        'supported values: "All"'
+    )
