@@ -12,6 +12,7 @@ they are checked structurally against what they select.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shutil
 import subprocess
@@ -117,6 +118,13 @@ def test_monitors_select_what_they_scrape() -> None:
     assert {e["port"] for e in endpoints} <= {p["name"] for p in agent["ports"]}
     assert monitor["metadata"]["namespace"] == pod_monitor["metadata"]["namespace"] == NAMESPACE
 
+    dashboard = find(objects, "ConfigMap", "stowage-grafana-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"  # the sidecar's label
+    (text,) = dashboard["data"].values()
+    assert json.loads(text) == json.loads(
+        (DAEMONSET / "monitoring/grafana-dashboard.json").read_text()
+    )
+
 
 @pytest.mark.parametrize("directory", [BASE / "agent", BASE / "coordinator", BASE], ids=label)
 def test_each_half_applied_alone_lands_in_the_namespace_its_bindings_name(
@@ -128,6 +136,13 @@ def test_each_half_applied_alone_lands_in_the_namespace_its_bindings_name(
             assert namespace is None, _name(obj)
         else:
             assert namespace == NAMESPACE, _name(obj)
+
+
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=label)
+def test_no_namespaced_object_is_left_to_the_current_namespace(directory: Path) -> None:
+    for obj in render(directory):
+        if obj["kind"] not in CLUSTER_SCOPED:
+            assert obj["metadata"].get("namespace"), _name(obj)
 
 
 @pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=label)
