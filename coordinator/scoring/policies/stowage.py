@@ -9,12 +9,23 @@ with the CPU the GPU pods bring along — ρ millicores per milli-GPU, learnt fr
 seen — so free GPU milli beyond ``free CPU / ρ`` is *stranded*::
 
     value(n)  = F_n(M) + α · max(0, R_n − c_n / ρ)          (milli-GPU)
-    score(n)  = ⌊100 · σ(−Δvalue / scale)⌋,   ties → the fixed node rank
+    score(n)  = ⌊100 · σ(−(Δvalue + pool cost) / scale)⌋,   ties → the fixed node rank
 
 The integer score with a fixed tie order is kept from FGD on purpose: it makes
 near-equal choices land on the same nodes (first fit by rank), which keeps other nodes
 whole for large pods. M and ρ come only from pods already seen (never the future of a
 trace), refreshed at 64, 128, 256 … pods and then every ``relearn_max`` pods.
+
+Pods that accept only some GPU models need those models' pools; a pod that could go
+elsewhere should leave them alone. From the pods seen, each model's *pressure* is the
+share of its free GPU that such limited demand will take while the cluster fills (the
+demand's share of all GPU demand, times the cluster's free GPU, over the pool's free GPU,
+at most 1; remeasured every ``pool_refresh`` pods). A GPU pod placed in pool t adds
+``β · its milli-GPU · (pressure_t − the least pressure among its own choices)`` to
+Δvalue, so it takes a pressed pool only when its other choices are pressed as much (0
+without limited demand, and for a pod of one model). FGD's M sees the same demand only
+through the typical shapes' weights, and the stranding term, which favours CPU-poor pools
+for GPU pods, would otherwise hand those pools to pods that did not need them.
 
 With ``reserve_gpu_cpu`` (opt-in), CPU-only pods are admitted to a node only if it keeps
 enough CPU for the node's whole free GPUs: when a cluster runs out of CPU, the CPU-only
@@ -58,7 +69,8 @@ _FIRST_RELEARN: Final = 64
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StowageArgs:
-    """YAML: ``{coverage: 0.95, stranding_weight: 0.3, scale_milli: 1000, relearn_max: 4096}``"""
+    """YAML: ``{coverage: 0.95, stranding_weight: 0.3, scale_milli: 1000, relearn_max: 4096,
+    pool_weight: 1.0, pool_refresh: 256}``"""
 
     coverage: float = 0.95
     """Share of seen pods the typical shapes cover (FGD's 95 %)."""
@@ -76,6 +88,12 @@ class StowageArgs:
     """Points lost on a node whose free 2 MiB blocks are fewer than the pod needs."""
     nvlink_points: float = 5.0
     """Points won (all GPUs of the pod NVLink-connected) or lost (none connected)."""
+    pool_weight: float = 1.0
+    """β: milli-GPU of cost per milli-GPU a pod takes from a model's pool beyond what its
+    least wanted choice would cost, times the pools' difference in pressure (the share of
+    a pool's free GPU that pods limited to some models will want)."""
+    pool_refresh: int = 256
+    """Pods between two measurements of the pools' pressure."""
     reserve_gpu_cpu: bool = False
     """Opt-in: keep a CPU-only pod off a node where it would leave the node's whole free
     GPUs without the CPU GPU pods bring (ρ per milli-GPU). While CPU is plentiful this
@@ -91,6 +109,10 @@ class StowageArgs:
             raise ConfigError("stowage.stranding_weight: expected 0..100")
         if not self.scale_milli > 0:
             raise ConfigError("stowage.scale_milli: expected a positive number")
+        if not 0 <= self.pool_weight <= 100:
+            raise ConfigError("stowage.pool_weight: expected 0..100")
+        if self.pool_refresh < 1:
+            raise ConfigError("stowage.pool_refresh: expected at least 1")
         if self.relearn_max < _FIRST_RELEARN:
             raise ConfigError(f"stowage.relearn_max: expected at least {_FIRST_RELEARN}")
         if not 0 <= self.pressure_threshold_pct < 100:
@@ -112,6 +134,9 @@ class Stowage(Policy):
         self._frag = Fragmentation([])
         self._rho = self.model.cpu_m_per_gpu_milli
         self._next_relearn = _FIRST_RELEARN
+        self._pressure: dict[str, float] = {}
+        self._least_pressure: dict[frozenset[str], float] = {}
+        self._next_pool_refresh = self.args.pool_refresh
 
     # ---------------------------------------------------------------- values
 
@@ -124,6 +149,20 @@ class Stowage(Policy):
         """Expected unusable milli-GPU of a node in this state (lower is better)."""
         frag = self._frag.node(cpu_free, gpus, model)
         return frag + self.args.stranding_weight * self.stranded(cpu_free, gpus)
+
+    def pool_cost(self, pod: PodRequest, model: str) -> float:
+        """Milli-GPU the pod costs by taking GPUs of ``model`` rather than of its least
+        wanted choice: β × its GPU × the difference in pool pressure (0 for a pod of one
+        model: all its nodes share the pool)."""
+        if not self._pressure:
+            return 0.0
+        least = self._least_pressure.get(pod.gpu_models)
+        if least is None:
+            choices = [self._pressure[m] for m in pod.gpu_models if m in self._pressure]
+            least = min(choices or self._pressure.values())
+            self._least_pressure[pod.gpu_models] = least
+        excess = self._pressure.get(model, 0.0) - least
+        return self.args.pool_weight * pod.gpu_total_milli * excess
 
     def _score(self, delta: float) -> int:
         x = delta / self.args.scale_milli
@@ -223,15 +262,18 @@ class Stowage(Policy):
         frag_after = self._frag.node(cpu_after, after, model)
         stranded_before = self.stranded(cpu, gpus)
         stranded_after = self.stranded(cpu_after, after)
+        pool_cost = self.pool_cost(pod, model)
         return {
             "fragmentation_before_milli": frag_before,
             "fragmentation_after_milli": frag_after,
             "stranded_before_milli": stranded_before,
             "stranded_after_milli": stranded_after,
             "stranding_weight": self.args.stranding_weight,
+            "pool_cost_milli": pool_cost,
             "delta_milli": frag_after
             - frag_before
-            + self.args.stranding_weight * (stranded_after - stranded_before),
+            + self.args.stranding_weight * (stranded_after - stranded_before)
+            + pool_cost,
             "placement_score": float(score),
             **{
                 part: float(values[0])
@@ -250,6 +292,24 @@ class Stowage(Policy):
             self._rho = self.model.cpu_m_per_gpu_milli
             self._next_relearn += min(self._next_relearn, self.args.relearn_max)
             self.epoch += 1
+        if self.model.pods >= self._next_pool_refresh:
+            self._next_pool_refresh += self.args.pool_refresh
+            self._refresh_pools(state)
+
+    def _refresh_pools(self, state: ClusterState) -> None:
+        """Measure each model's pool pressure from the free GPU now (scores change with it)."""
+        idle = np.where(state.gpu_free > 0, state.gpu_free, 0).sum(axis=1)
+        per_model = np.bincount(state.model_id, weights=idle, minlength=len(state.models))
+        free = {
+            m: int(per_model[k])
+            for k, m in enumerate(state.models)
+            if m and state.gpu_count[state.model_id == k].any()
+        }
+        pressure = self.model.pool_pressure(free)
+        if any(pressure.values()) or self._pressure:
+            self._pressure = pressure if any(pressure.values()) else {}
+            self._least_pressure = {}
+            self.epoch += 1
 
     def _after(self, gpus: tuple[int, ...], pod: PodRequest, device: int) -> tuple[int, ...]:
         if pod.sharing:
@@ -259,7 +319,8 @@ class Stowage(Policy):
     def _best(self, state: ClusterState, i: int, pod: PodRequest) -> tuple[int, int]:
         """(score, device): a shared GPU tries each device with room, first best wins."""
         gpus, cpu, model = state.gpu_tuple(i), int(state.cpu_free[i]), _model(state, i)
-        before = self.value(cpu, gpus, model)
+        # Δvalue plus the pool cost, which is the same for every device of the node
+        before = self.value(cpu, gpus, model) - self.pool_cost(pod, model)
         cpu_after = cpu - pod.cpu_m
         if not pod.sharing:
             return self._score(

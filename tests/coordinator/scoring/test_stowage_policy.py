@@ -25,6 +25,7 @@ EXPLAIN_KEYS = {
     "stranded_before_milli",
     "stranded_after_milli",
     "stranding_weight",
+    "pool_cost_milli",
     "delta_milli",
     "placement_score",
     "stowage",
@@ -76,6 +77,7 @@ def check_explanation(policy, state, i, p, live=frozenset()):
         - parts["fragmentation_before_milli"]
         + parts["stranding_weight"]
         * (parts["stranded_after_milli"] - parts["stranded_before_milli"])
+        + parts["pool_cost_milli"]
     )
     assert parts["delta_milli"] == pytest.approx(combined, abs=1e-9)
     scale = policy.args.scale_milli
