@@ -32,7 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from hack.kubeapi import discovery, models, patch
-from hack.kubeapi.resources import RESOURCES, SUBRESOURCE_KINDS, Resource
+from hack.kubeapi.resources import RESOURCES, SUBRESOURCE_KINDS, Resource, group_versions
 
 Schema = dict[str, Any]
 V3_REF = "#/components/schemas/"
@@ -60,7 +60,6 @@ PATCH_SCHEMA: Schema = {
     "PATCH request body.",
     "type": "object",
 }
-MERGE_SETS = {name: "merge" for name in patch.MERGE_SETS}
 PATCH_TYPES = (
     "application/json-patch+json",
     "application/merge-patch+json",
@@ -112,8 +111,8 @@ class Schemas:
             if key and field.type.kind == "list":
                 schema["x-kubernetes-patch-merge-key"] = key
                 schema["x-kubernetes-patch-strategy"] = "merge"
-            elif field.json_name in MERGE_SETS and field.type.kind == "list":
-                schema["x-kubernetes-patch-strategy"] = MERGE_SETS[field.json_name]
+            elif field.json_name in patch.MERGE_SETS and field.type.kind == "list":
+                schema["x-kubernetes-patch-strategy"] = "merge"
             properties[field.json_name] = schema
             if field.required:
                 required.append(field.json_name)
@@ -247,9 +246,9 @@ def _operation(
         params = list(DELETE_PARAMS)
     if params:
         out["parameters"] = params
-    body = {"$ref": V3_REF + ref}
+    own = {"schema": {"$ref": V3_REF + ref}}
     if op.verb in ("create", "replace"):
-        out["requestBody"] = {"content": {"*/*": {"schema": body}}, "required": True}
+        out["requestBody"] = {"content": {"*/*": own}, "required": True}
     elif op.verb == "patch":
         patch_body = {"schema": {"$ref": V3_REF + PATCH}}
         out["requestBody"] = {"content": dict.fromkeys(PATCH_TYPES, patch_body), "required": True}
@@ -257,12 +256,11 @@ def _operation(
         options = schemas.name("V1DeleteOptions", "v1", "core")
         roots.add(options)
         out["requestBody"] = {"content": {"*/*": {"schema": {"$ref": V3_REF + options}}}}
-    answer = {"schema": {"$ref": V3_REF + ref}}
     codes = {"create": ("200", "201", "202")}.get(op.verb, ("200",))
     for code in codes:
         out["responses"][code] = {
             "description": {"201": "Created", "202": "Accepted"}.get(code, "OK"),
-            "content": {"application/json": answer},
+            "content": {"application/json": own},
         }
     out["responses"]["401"] = {"description": "Unauthorized"}
     return out
@@ -327,19 +325,10 @@ def _generate() -> dict[tuple[str, str], Schema]:
         if model:
             schemas.name(model, res.version, _package(res.group))
     documents: dict[tuple[str, str], Schema] = {}
-    for group, versions in _group_versions().items():
+    for group, versions in group_versions().items():
         for version in versions:
             documents[(group, version)] = _document(schemas, group, version)
     return documents
-
-
-def _group_versions() -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for res in RESOURCES:
-        out.setdefault(res.group, [])
-        if res.version not in out[res.group]:
-            out[res.group].append(res.version)
-    return out
 
 
 def _document(schemas: Schemas, group: str, version: str) -> Schema:
