@@ -76,6 +76,7 @@ def figures(tally: Tally) -> dict[str, str]:
         "GPUs in use (any share)": f"{gpus_in_use} / {int(real.sum())}",
         "GPU allocated": f"{used / MILLI_PER_GPU:.1f} of {total // MILLI_PER_GPU} GPUs",
         "unallocated GPU": f"{_pct(total - used, total)} %",
+        "  when 100 % had arrived": _unallocated_at(tally, total),
         "GPU fragmentation (FGD)": f"{_pct(tally.fragmentation_milli, total)} % of GPUs",
     }
 
@@ -117,6 +118,15 @@ def plot(path: Path, columns: list[Tally], title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _unallocated_at(tally: Tally, total: int) -> str:
+    """Unallocated GPU once the pods that arrived asked for all the cluster's GPUs (the
+    point FGD's evaluation reads first); "–" before that point."""
+    reached = np.flatnonzero(np.asarray(tally.arrived) >= total)
+    if not len(reached):
+        return "–"
+    return f"{_pct(total - tally.used[int(reached[0])], total)} %"
 
 
 def _pct(part: float, whole: float) -> str:

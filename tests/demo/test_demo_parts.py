@@ -139,9 +139,17 @@ def test_the_summary_reads_each_schedulers_cluster():
     assert figures["nodes used"] == "1 / 2"
     assert figures["GPUs in use (any share)"] == "1 / 2"
     assert figures["unallocated GPU"] == "75.0 %"  # 500 of 2000 milli allocated
+    assert figures["  when 100 % had arrived"] == "–"  # 1300 of 2000 asked for
+    tally.record(PodRequest("c", 100, GI, gpus=1, gpu_milli=700), 1)
+    tally.record(PodRequest("d", 100, GI, gpus=1, gpu_milli=300), 1)
+    assert figures_at_100(tally) == "40.0 %"  # 2000 arrived at c: 1200 allocated
     # a whole-GPU pod (the only typical one) cannot use n0's half GPU: 500 of 2000
     assert figures["GPU fragmentation (FGD)"] == "25.0 % of GPUs"
-    assert tally.arrived == [500, 1300] and tally.used == [500, 500]
+    assert tally.arrived == [500, 1300, 2000, 2300] and tally.used == [500, 500, 1200, 1500]
+
+
+def figures_at_100(tally: summary.Tally) -> str:
+    return summary.figures(tally)["  when 100 % had arrived"]
 
 
 def test_the_table_puts_both_columns_side_by_side_and_the_plot_is_a_png(tmp_path):
