@@ -18,12 +18,22 @@ import functools
 import inspect
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import kubernetes.client
 import pytest
 
 from cli.main import build_parser
-from tests.deploy.manifests import BASE, REPO, Obj, containers, find, render
+from tests.deploy.manifests import (
+    BASE,
+    REPO,
+    Obj,
+    containers,
+    find,
+    kustomizations,
+    label,
+    render,
+)
 
 Permission = tuple[str, str, str]
 """(apiGroup, resource[/subresource], verb)"""
@@ -50,14 +60,26 @@ class Calls:
     """(HTTP method, path) of raw calls that are not API server paths (the kubelet's)."""
 
 
-def test_each_service_account_is_granted_exactly_what_its_code_calls() -> None:
-    objects = render(BASE)
+@pytest.mark.parametrize("directory", kustomizations(), ids=label)
+def test_each_service_account_is_granted_exactly_what_its_code_calls(directory: Path) -> None:
+    objects = render(directory)
     for account, packages in COMPONENTS.items():
+        if not any(o["kind"] == "ServiceAccount" and o["metadata"]["name"] == account
+                   for o in objects):  # fmt: skip
+            continue
         calls = scan(packages)
         granted = {p for p, _ in grants(objects, account)}
         assert calls.permissions, f"no API calls found in {packages}: the scan is broken"
         assert sorted(calls.permissions - granted) == [], f"{account}: missing grants"
         assert sorted(granted - calls.permissions) == [], f"{account}: granted but never used"
+
+
+def test_each_component_runs_under_its_service_account() -> None:
+    objects = render(BASE)
+    for kind, name in (("Deployment", "stowage-coordinator"), ("DaemonSet", "stowage-agent")):
+        pod = find(objects, kind, name)["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] in COMPONENTS
+        find(objects, "ServiceAccount", pod["serviceAccountName"])
 
 
 def test_the_coordinator_holds_its_lease_in_its_own_namespace_only() -> None:
