@@ -41,8 +41,10 @@ from hack.sim import arrivals, trace
 from hack.sim.trace import TraceError
 
 TRACE: Final = ROOT.parent / "shared" / "traces" / "openb"
-NODE_LIST: Final = TRACE / "openb_node_list_gpu_node.csv"
-POD_LIST: Final = TRACE / "openb_pod_list_default.csv"
+NODE_FILE: Final = "openb_node_list_gpu_node.csv"
+POD_FILE: Final = "openb_pod_list_default.csv"
+NODE_LIST: Final = TRACE / NODE_FILE
+POD_LIST: Final = TRACE / POD_FILE
 ARRIVED_PCT: Final = 130
 NAMESPACE: Final = "default"
 SETTLE_S: Final = 30.0
@@ -84,6 +86,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--api-port", type=int, default=6443, help="the API emulator's port (default: %(default)s)"
     )
     parser.add_argument(
+        "--trace",
+        type=Path,
+        default=TRACE,
+        help=f"the openb trace's directory, with {NODE_FILE} and {POD_FILE}"
+        " (default: ../shared/traces/openb/ next to the repository)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=None, help="where to write files (default: a new temp dir)"
     )
     args = parser.parse_args(argv)
@@ -99,8 +108,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None, clock: Clock | None = None) -> int:
     args = parse_args(argv)
     try:
-        nodes = sample_nodes(trace.load_nodes(NODE_LIST), args.nodes, args.seed)
-        workload = trace.load_pods(POD_LIST)
+        nodes = sample_nodes(trace.load_nodes(args.trace / NODE_FILE), args.nodes, args.seed)
+        workload = trace.load_pods(args.trace / POD_FILE)
         if args.out is not None:
             args.out.mkdir(parents=True, exist_ok=True)
     except (TraceError, OSError) as e:

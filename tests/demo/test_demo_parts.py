@@ -195,6 +195,14 @@ def test_bad_options_are_refused_with_exit_2(argv, capsys):
     assert "must be positive" in capsys.readouterr().err
 
 
+def test_a_trace_that_is_not_there_is_one_error_line_and_exit_2(tmp_path, capsys):
+    assert demo.main(["--trace", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"stowage demo: error: {tmp_path / 'none' / demo.NODE_FILE}: No such file or directory"
+    ]
+
+
 # ------------------------------------------------------------ the --keep queue
 
 
