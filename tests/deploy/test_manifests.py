@@ -230,7 +230,7 @@ def test_the_agent_writes_only_where_its_enforcer_writes(directory: Path, tmp_pa
 
 def test_the_agent_serves_metrics_where_it_is_scraped_and_probed() -> None:
     objects = render(BASE)
-    ((agent, pod, args),) = _agents(objects)
+    ((agent, _, args),) = _agents(objects)
     port = int(args.metrics_listen.rpartition(":")[2])
     (named,) = [p for p in agent["ports"] if p["containerPort"] == port]
     annotations = find(objects, "DaemonSet", "stowage-agent")["spec"]["template"]["metadata"][
@@ -245,8 +245,13 @@ def test_the_agent_serves_metrics_where_it_is_scraped_and_probed() -> None:
 
 async def test_the_agent_metrics_listener_answers_the_scrape_and_probe_paths() -> None:
     """The paths the manifest scrapes and probes, on the agent's real metrics listener."""
-    ((agent, _, _),) = _agents(render(BASE))
-    paths = [agent["livenessProbe"]["httpGet"]["path"], "/metrics"]
+    objects = render(BASE)
+    ((agent, _, _),) = _agents(objects)
+    template = find(objects, "DaemonSet", "stowage-agent")["spec"]["template"]
+    paths = [
+        agent["livenessProbe"]["httpGet"]["path"],
+        template["metadata"]["annotations"]["prometheus.io/path"],
+    ]
     site = await agent_metrics.serve(agent_metrics.AgentMetrics(), "127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession() as session:
