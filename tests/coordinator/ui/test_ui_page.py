@@ -188,19 +188,28 @@ async def test_the_page_polls_and_says_when_the_coordinator_fails(
 ) -> None:
     await page.open(coordinator.url + "/ui#every=1")
     await page.loaded(len(NODES))
-    coordinator.nodes[0] = {**coordinator.nodes[0], "fullness": 0.875, "throttled": True}
+    await page.js("document.querySelector('[data-node=\"cpu-01\"]').seen = true")
+    coordinator.nodes[0] = {**NODES[0], "fullness": 0.875, "throttled": True, "psi_cpu": None}
     coordinator.nodes.append({**NODES[1], "name": "cpu-03"})
     await page.loaded(len(NODES) + 1)
     tiles = {t["data-node"]: t for t in await page.tiles()}
+    assert same(tiles["cpu-01"], coordinator.nodes[0])  # a value gone is an attribute gone
     assert tiles["cpu-01"]["data-fullness"] == "0.875"
-    assert tiles["cpu-01"]["data-throttled"] == "true"
+    # The same element, changed in place: a tooltip being read stays open.
+    assert await page.js("return document.querySelector('[data-node=\"cpu-01\"]').seen")
+    coordinator.nodes.pop()  # gone from the end
+    await page.loaded(len(NODES))
+    assert "cpu-03" not in await page.shown()
+    del coordinator.nodes[1]  # and from the middle
+    await page.loaded(len(NODES) - 1)
+    assert await page.shown() == ["cpu-01", "gpu-a100-01", "gpu-a100-02", "gpu-v100-01"]
 
     coordinator.status = 503
     await page.until(
         "return document.getElementById('status').classList.contains('error')", "an error shown"
     )
     assert (await page.text("status")).startswith("coordinator answered HTTP 503: not ready")
-    assert len(await page.tiles()) == len(NODES) + 1  # the last answer stays on screen
+    assert len(await page.tiles()) == len(NODES) - 1  # the last answer stays on screen
 
     coordinator.status = 200
     await page.until(
@@ -213,7 +222,7 @@ async def test_the_page_polls_and_says_when_the_coordinator_fails(
         "return document.getElementById('status').classList.contains('error')", "an error shown"
     )
     assert (await page.text("status")).startswith("coordinator unreachable (showing ")
-    assert len(await page.tiles()) == len(NODES) + 1
+    assert len(await page.tiles()) == len(NODES) - 1
 
 
 async def test_clicking_a_tile_shows_its_values_and_markup_stays_text(
