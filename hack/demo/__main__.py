@@ -1,5 +1,8 @@
+"""``python -m hack.demo`` (what ``make run`` starts)."""
+
 import sys
 
 from hack.demo.main import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())
