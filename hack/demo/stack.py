@@ -68,7 +68,9 @@ def running(
         try:
             api = stack.enter_context(KubeApi.in_thread(port=api_port))
         except OSError as e:
-            raise Refused(f"127.0.0.1:{api_port}: {e.strerror or e}") from e
+            raise Refused(
+                f"127.0.0.1:{api_port}: {e.strerror or e} (--api-port picks another)"
+            ) from e
         api.add_namespace(settings.kube.namespace)
         for spec in nodes:
             api.add_node(spec.name, **node_fields(spec))

@@ -124,7 +124,7 @@ def test_a_busy_api_port_is_one_error_line_and_exit_2(tmp_path):
         result = subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=REPO, env=ENV)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        f"stowage demo: error: 127.0.0.1:{port}: Address already in use"
+        f"stowage demo: error: 127.0.0.1:{port}: Address already in use (--api-port picks another)"
     ]
 
 
