@@ -198,7 +198,7 @@ def replay(
                 return k
             tally.record(pod, place(pod))
             bar.update()
-            bar.set_postfix(pending=tally.pending, refresh=False)
+            bar.set_postfix(placed=k + 1 - tally.pending, pending=tally.pending, refresh=False)
     return len(pods)
 
 

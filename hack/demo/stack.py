@@ -35,6 +35,8 @@ from hack.kubeapi import KubeApi
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 AGENT_INTERVAL_S: Final = 2.0
+STARTUP_S: Final = 60.0
+"""Longest wait for the coordinator to serve (it takes seconds to import and start)."""
 
 
 class Refused(DemoError):
@@ -107,8 +109,6 @@ def running(
                 ready=re.compile(r"serving on"),
             )
         )  # fmt: skip
-        if coordinator is None:
-            raise Refused("")  # its own line (shown) says why
         # On the way out both are asked to stop at once, then waited for one by one.
         stack.callback(lambda: [p.terminate() for p in (agent, coordinator) if p.poll() is None])
         yield Stack(api, url, kubeconfig, node)
@@ -117,20 +117,21 @@ def running(
 @contextlib.contextmanager
 def _process(
     command: list[str], log: Path, ready: re.Pattern[str] | None = None
-) -> Iterator[subprocess.Popen[str] | None]:
-    """Run ``command`` with its output in ``log``; with ``ready``, first wait for a line
-    matching it on stderr (None, its lines shown, when it ends before one). Stopped with
-    SIGTERM (SIGKILL after 10 s) on the way out."""
-    with log.open("w") as sink:
-        proc = subprocess.Popen(command, cwd=ROOT, stdout=sink, stderr=subprocess.PIPE, text=True)
+) -> Iterator[subprocess.Popen[str]]:
+    """Run ``command`` with its output in ``log``; with ``ready``, first wait (at most
+    :data:`STARTUP_S`) for a line matching it on stderr — :class:`Refused` if the process
+    ends before one (its output, which says why, shown) or does not print one in time.
+    Stopped with SIGTERM (SIGKILL after 10 s) on the way out."""
+    with (
+        log.open("w") as sink,
+        subprocess.Popen(command, cwd=ROOT, stdout=sink, stderr=subprocess.PIPE, text=True) as proc,
+    ):
         assert proc.stderr is not None
+        drain = threading.Thread(target=_drain, args=(proc.stderr, sink), daemon=True)
         try:
-            if ready is not None and not _wait_for(proc.stderr, ready, sink):
-                proc.wait(15)  # its output ended: it is ending
-                sys.stderr.write(log.read_text())
-                yield None
-                return
-            threading.Thread(target=_drain, args=(proc.stderr, sink), daemon=True).start()
+            if ready is not None:
+                _await(proc, ready, sink, log)
+            drain.start()
             yield proc
         finally:
             if proc.poll() is None:
@@ -140,6 +141,31 @@ def _process(
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+            if drain.is_alive():
+                drain.join(5)  # the rest of its output, before the pipe is closed
+
+
+def _await(proc: subprocess.Popen[str], ready: re.Pattern[str], sink: IO[str], log: Path) -> None:
+    """Wait for ``proc``'s ready line (see :func:`_process`)."""
+    late = threading.Event()
+
+    def give_up() -> None:
+        late.set()
+        proc.kill()
+
+    timer = threading.Timer(STARTUP_S, give_up)
+    timer.start()
+    try:
+        assert proc.stderr is not None
+        if _wait_for(proc.stderr, ready, sink):
+            return
+    finally:
+        timer.cancel()
+    proc.wait(15)  # its output ended: it is ending
+    if late.is_set():
+        raise Refused(f"{log.stem} did not start serving in {STARTUP_S:g} s (its log: {log})")
+    sys.stderr.write(log.read_text())
+    raise Refused("")  # its own output (shown) says why
 
 
 def _wait_for(stream: IO[str], ready: re.Pattern[str], sink: IO[str]) -> bool:
