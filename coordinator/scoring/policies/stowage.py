@@ -21,9 +21,10 @@ elsewhere should leave them alone. From the pods seen, each model's *pressure* i
 share of its free GPU that such limited demand will take while the cluster fills (the
 demand's share of all GPU demand, times the cluster's free GPU, over the pool's free GPU,
 at most 1; remeasured every ``pool_refresh`` pods). A GPU pod placed in pool t adds
-``β · its milli-GPU · (pressure_t − the least pressure among its own choices)`` to
-Δvalue, so it takes a pressed pool only when its other choices are pressed as much (0
-without limited demand, and for a pod of one model). FGD's M sees the same demand only
+``β · its milli-GPU · (pressure_t² − the least pressure² among its own choices)`` to
+Δvalue (β = 2), so it takes a pressed pool only when its other choices are pressed as
+much (0 without limited demand, and for a pod of one model); squaring makes a pool that
+will surely run out weigh far more than one that might. FGD's M sees the same demand only
 through the typical shapes' weights, and the stranding term, which favours CPU-poor pools
 for GPU pods, would otherwise hand those pools to pods that did not need them.
 
@@ -70,7 +71,7 @@ _FIRST_RELEARN: Final = 64
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StowageArgs:
     """YAML: ``{coverage: 0.95, stranding_weight: 0.3, scale_milli: 1000, relearn_max: 4096,
-    pool_weight: 1.0, pool_refresh: 256}``"""
+    pool_weight: 2.0, pool_exponent: 2.0, pool_refresh: 256}``"""
 
     coverage: float = 0.95
     """Share of seen pods the typical shapes cover (FGD's 95 %)."""
@@ -88,10 +89,13 @@ class StowageArgs:
     """Points lost on a node whose free 2 MiB blocks are fewer than the pod needs."""
     nvlink_points: float = 5.0
     """Points won (all GPUs of the pod NVLink-connected) or lost (none connected)."""
-    pool_weight: float = 1.0
+    pool_weight: float = 2.0
     """β: milli-GPU of cost per milli-GPU a pod takes from a model's pool beyond what its
     least wanted choice would cost, times the pools' difference in pressure (the share of
     a pool's free GPU that pods limited to some models will want)."""
+    pool_exponent: float = 2.0
+    """Pressures are raised to this power before they are compared: above 1, a pool that
+    will surely run out weighs much more than one that may."""
     pool_refresh: int = 256
     """Pods between two measurements of the pools' pressure."""
     reserve_gpu_cpu: bool = False
@@ -111,6 +115,8 @@ class StowageArgs:
             raise ConfigError("stowage.scale_milli: expected a positive number")
         if not 0 <= self.pool_weight <= 100:
             raise ConfigError("stowage.pool_weight: expected 0..100")
+        if not 0 < self.pool_exponent <= 10:
+            raise ConfigError("stowage.pool_exponent: expected 0 < value <= 10")
         if self.pool_refresh < 1:
             raise ConfigError("stowage.pool_refresh: expected at least 1")
         if self.relearn_max < _FIRST_RELEARN:
@@ -305,7 +311,8 @@ class Stowage(Policy):
             for k, m in enumerate(state.models)
             if m and state.gpu_count[state.model_id == k].any()
         }
-        pressure = self.model.pool_pressure(free)
+        k = self.args.pool_exponent
+        pressure = {m: p**k for m, p in self.model.pool_pressure(free).items()}
         if any(pressure.values()) or self._pressure:
             self._pressure = pressure if any(pressure.values()) else {}
             self._least_pressure = {}

@@ -81,8 +81,10 @@ def pools_state():
 
 def learnt_policy(args=None):
     """Told of :func:`seen_pods` (10 pods) with ``pool_refresh`` 10: pressure measured once,
-    on the empty :func:`pools_state` (G 8000, T 8000, V 4000 free; 20 000 in all)."""
-    policy = build_policy("stowage", {"pool_refresh": 10, **(args or {})})
+    on the empty :func:`pools_state` (G 8000, T 8000, V 4000 free; 20 000 in all); cost
+    linear in pressure, β = 1, unless ``args`` say otherwise."""
+    linear = {"pool_refresh": 10, "pool_weight": 1, "pool_exponent": 1}
+    policy = build_policy("stowage", {**linear, **(args or {})})
     state = pools_state()
     for p in seen_pods():
         policy.observe(state, p, None)
@@ -105,6 +107,14 @@ def test_pool_cost_by_hand():
     assert policy.pool_cost(pod(1000, GIB), "V") == 0  # CPU only
     weighted, _ = learnt_policy({"pool_weight": 0.5})
     assert weighted.pool_cost(whole, "V") == pytest.approx(500)
+
+
+def test_the_pool_exponent_weighs_sure_shortage_above_likely_shortage():
+    policy, _ = learnt_policy({"pool_exponent": 2})
+    assert policy._pressure == pytest.approx({"G": 0.0, "T": 1 / 9, "V": 1.0})
+    two_halves = pod(1000, GIB, gpus=2, milli=500, models={"V", "T"})
+    assert policy.pool_cost(two_halves, "V") == pytest.approx(1000 * (1 - 1 / 9))
+    assert policy.pool_cost(pod(1000, GIB, gpus=1), "T") == pytest.approx(1000 / 9)
 
 
 def test_pool_cost_enters_the_score_and_the_explanation():
@@ -133,7 +143,7 @@ def test_a_pod_with_choices_keeps_off_the_pool_others_need():
 
 
 def test_pressure_is_measured_every_pool_refresh_pods_from_the_free_gpu_then():
-    policy = build_policy("stowage", {"pool_refresh": 10})
+    policy = build_policy("stowage", {"pool_refresh": 10, "pool_exponent": 1})
     state = pools_state()
     for p in seen_pods()[:9]:
         policy.observe(state, p, None)
@@ -162,9 +172,21 @@ def test_unconstrained_pods_alone_leave_the_policy_as_it_was():
         ({"pool_weight": -0.1}, "stowage.pool_weight: expected 0..100"),
         ({"pool_weight": 101}, "stowage.pool_weight: expected 0..100"),
         ({"pool_refresh": 0}, "stowage.pool_refresh: expected at least 1"),
+        ({"pool_exponent": 0}, "stowage.pool_exponent: expected 0 < value <= 10"),
+        ({"pool_exponent": 10.5}, "stowage.pool_exponent: expected 0 < value <= 10"),
     ],
 )
 def test_bad_pool_arguments_are_named(args, problem):
     with pytest.raises(ConfigError) as e:
         build_policy("stowage", args)
     assert str(e.value) == problem
+
+
+def test_by_default_the_cost_is_twice_the_squared_pressure():
+    policy = build_policy("stowage", {"pool_refresh": 10})
+    state = pools_state()
+    for p in seen_pods():
+        policy.observe(state, p, None)
+    # pressures as in test_pool_cost_by_hand: T 1/3, V 1
+    assert policy.pool_cost(pod(1000, GIB, gpus=1), "T") == pytest.approx(2 * 1000 / 9)
+    assert policy.pool_cost(pod(1000, GIB, gpus=1), "V") == pytest.approx(2000)
