@@ -39,10 +39,13 @@ def negotiate(accept: str) -> str | None:
     return None
 
 
-def convert(obj: dict[str, Any], include: str, version: str, now: float) -> dict[str, Any]:
+def convert(
+    obj: dict[str, Any], include: str, version: str, now: float, *, columns: bool = True
+) -> dict[str, Any]:
     """A single object or a list as a Table with the kind's columns
     (:mod:`hack.kubeapi.printers`, ages against ``now``, Unix seconds); rows carry the
-    object as ``includeObject`` says."""
+    object as ``includeObject`` says. ``columns=False`` leaves the definitions out (watch
+    events after the first)."""
     is_list = "items" in obj
     items = obj["items"] if is_list else [obj]
     kind = obj["kind"].removesuffix("List")
@@ -69,6 +72,8 @@ def convert(obj: dict[str, Any], include: str, version: str, now: float) -> dict
         "kind": "Table",
         "apiVersion": f"meta.k8s.io/{version}",
         "metadata": meta,
-        "columnDefinitions": [c.definition() for c in printers.printer(kind).columns],
+        "columnDefinitions": [c.definition() for c in printers.printer(kind).columns]
+        if columns
+        else [],
         "rows": rows,
     }

@@ -13,6 +13,8 @@ Semantics follow the apiserver's watch cache:
   stream ends at ``timeoutSeconds``, so a client can resume without replaying.
 * ``sendInitialEvents=true`` (watch-list): the current objects as ADDED whatever the
   resourceVersion, then a BOOKMARK annotated ``k8s.io/initial-events-end``.
+* Asked for a Table (``kubectl get -w``): each event's object is a one-row Table, the
+  first with the column definitions and the rest without, as the apiserver saves bytes.
 
 A watch ends at ``timeoutSeconds``, when the client goes away, on server shutdown, or as
 an injected fault (:mod:`hack.kubeapi.faults`) says.
@@ -27,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from hack.kubeapi import errors, selectors
+from hack.kubeapi import errors, selectors, table
 from hack.kubeapi.cluster import Cluster
 from hack.kubeapi.faults import WATCH_FAULT
 from hack.kubeapi.resources import Resource
@@ -85,6 +87,8 @@ async def stream(
     timeout_s = float(query.get("timeoutSeconds") or cluster.watch_timeout_s)
     bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
     initial_events = query.get("sendInitialEvents") in ("true", "1")
+    as_table = table.negotiate(request.headers.get("Accept", ""))
+    include = query.get("includeObject", "Metadata")
 
     loop = asyncio.get_running_loop()
     wake = asyncio.Event()
@@ -103,6 +107,10 @@ async def stream(
 
     async def send(ev: dict[str, Any]) -> None:
         nonlocal sent
+        if as_table and ev["type"] in ("ADDED", "MODIFIED", "DELETED"):
+            now = cluster.clock.wall()
+            rows = table.convert(ev["object"], include, as_table, now, columns=sent == 0)
+            ev = {"type": ev["type"], "object": rows}
         await response.write(json.dumps(ev, separators=(",", ":")).encode() + b"\n")
         sent += 1
         await injected()

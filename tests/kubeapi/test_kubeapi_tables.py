@@ -5,7 +5,9 @@ RESTARTS rules on the container states kubectl users meet."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -359,3 +361,32 @@ def test_types_without_a_printer_keep_name_and_created_at(kube, api_client):
     )
     got = answer.json()
     assert [c["name"] for c in got["columnDefinitions"]] == ["Name", "Created At"]
+
+
+@needs_kubectl
+def test_kubectl_get_watch_prints_rows_under_one_header(kube, clock, core, tmp_path):
+    kube.add_node("worker-1")
+    created = kube.add_pod("web", phase="Pending")
+    age(clock, created)
+    kube.kubeconfig(tmp_path / "kubeconfig")
+    env = {**os.environ, "HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "kubeconfig")}
+    watching = subprocess.Popen(
+        ["kubectl", "--cache-dir", str(tmp_path / "cache"), "get", "pods", "--watch"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert watching.stdout is not None
+        lines = [watching.stdout.readline(), watching.stdout.readline()]
+        core.create_namespaced_pod_binding(
+            "web", "default", binding("web", "worker-1"), _preload_content=False
+        )  # two MODIFIED: bound, then started by the emulated kubelet
+        lines += [watching.stdout.readline(), watching.stdout.readline()]
+    finally:
+        watching.kill()
+        watching.communicate(timeout=30)
+    assert [line.split() for line in lines] == [
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        ["web", "0/1", "Pending", "0", "10h"],
+        ["web", "0/1", "Pending", "0", "10h"],
+        ["web", "1/1", "Running", "0", "10h"],
+    ]
