@@ -3,11 +3,12 @@ seen, and what a pod with other choices pays for taking a pool that demand will 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from common.errors import ConfigError
 from coordinator.scoring.engine import Engine
-from coordinator.scoring.registry import build_policy
+from coordinator.scoring.registry import PolicyContext, build_policy
 from coordinator.scoring.workload import WorkloadModel
 from coordinator.state.cluster import Placement
 from tests.coordinator.scoring.builders import GIB, cluster, pod
@@ -190,3 +191,37 @@ def test_by_default_the_cost_is_twice_the_squared_pressure():
     # pressures as in test_pool_cost_by_hand: T 1/3, V 1
     assert policy.pool_cost(pod(1000, GIB, gpus=1), "T") == pytest.approx(2 * 1000 / 9)
     assert policy.pool_cost(pod(1000, GIB, gpus=1), "V") == pytest.approx(2000)
+
+
+def test_decisions_never_depend_on_pods_still_to_come():
+    """A truncated pod list gets exactly the full list's first decisions: what stowage
+    learns (typical shapes, ρ, pool pressure) comes from the pods seen, never from the
+    workload it is built with."""
+    rng = np.random.default_rng(3)
+    specs = [(64_000, 256 * GIB, 8, "G")] * 6 + [(16_000, 64 * GIB, 2, "T")] * 6
+    specs += [(32_000, 128 * GIB, 4, "V")] * 3
+    choices = [(), (), ("V",), ("T",), ("T", "V")]
+    pods = []
+    for k in range(400):
+        cpu, gpus = int(rng.integers(1, 9)) * 1000, int(rng.choice([0, 1, 1, 2]))
+        milli = int(rng.choice([250, 500, 1000])) if gpus else None
+        models = choices[int(rng.integers(len(choices)))] if gpus else ()
+        pods.append(pod(cpu, GIB, gpus=gpus, milli=milli, models=models, name=f"p{k}"))
+
+    def placements(seen):
+        policy = build_policy("stowage", {"pool_refresh": 16}, PolicyContext(seen, 1))
+        engine = Engine(cluster(*specs), policy, rank=rng_rank)
+        return [engine.place(p) for p in seen], policy
+
+    rng_rank = np.random.default_rng(5).permutation(len(specs))
+    full, policy = placements(pods)
+    assert policy._pressure  # the pools were pressed: the check covers the pool cost
+    assert sum(p is None for p in full) > 0  # and the cluster filled up
+    assert placements(pods[:150])[0] == full[:150]
+    assert placements(pods[:311])[0] == full[:311]
+    # The check has teeth: a policy told of the whole list beforehand decides otherwise.
+    told = build_policy("stowage", {"pool_refresh": 16})
+    for p in pods:
+        told.observe(cluster(*specs), p, None)
+    engine = Engine(cluster(*specs), told, rank=rng_rank)
+    assert [engine.place(p) for p in pods[:150]] != full[:150]
