@@ -47,8 +47,9 @@ verbs), ``watch``, ``patch``, ``selectors``, ``eviction``, ``tokens``, ``discove
 (``KubeApi``), ``__main__``.
 """
 
+from hack.kubeapi.kubeconfig import write_kubeconfig
 from hack.kubeapi.server import KubeApi
 from hack.kubeapi.store import Store
 from hack.kubeapi.tokens import Identity, TokenBook
 
-__all__ = ["Identity", "KubeApi", "Store", "TokenBook"]
+__all__ = ["Identity", "KubeApi", "Store", "TokenBook", "write_kubeconfig"]

@@ -17,6 +17,11 @@ A ``v1 Binding`` names the pod (``metadata.name``, optionally ``uid`` and
 
 Then, unless turned off, the emulated kubelet of an existing node starts the pod
 (:func:`hack.kubeapi.kubelet.start_pod`), so ``kubectl get pods`` reads Running.
+
+Against this (and a real apiserver) the ``kubernetes`` Python client's
+``create_namespaced_binding`` / ``create_namespaced_pod_binding`` bind the pod and then
+raise while reading the Success Status as a ``V1Binding`` (whose ``target`` is required);
+call them with ``_preload_content=False`` and read the HTTP status instead.
 """
 
 from __future__ import annotations
