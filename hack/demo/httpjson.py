@@ -8,6 +8,8 @@ server said, so the demo stops with one line instead of a traceback.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import requests
@@ -33,6 +35,20 @@ class JsonClient:
 
     def post(self, path: str, body: Any) -> Any:
         return self._call("POST", path, body)
+
+    def watch(self, path: str) -> Iterator[Any]:
+        """The events of a ``?watch=1`` GET as they come (no read timeout: a quiet watch
+        is not a dead one; the server ends it at its ``timeoutSeconds``)."""
+        url = self.base + path
+        try:
+            with self.session.get(url, stream=True, timeout=(TIMEOUT_S, None)) as answer:
+                if not answer.ok:
+                    raise DemoError(f"GET {url}: {answer.status_code} {answer.text[:300]}")
+                for line in answer.iter_lines():
+                    if line:
+                        yield json.loads(line)
+        except requests.RequestException as e:
+            raise DemoError(f"GET {url}: {e}") from e
 
     def text(self, path: str) -> str:
         """A GET whose answer is text (``/metrics``, ``/debug/evictions``)."""

@@ -151,9 +151,14 @@ def _run(
         extender = WithExtender(cache, args.seed, api, coordinator)
         stowage = Tally("with Stowage", cache.state, measure)
 
+        waiting: list[str] = []  # uids of the pods no node could take
+
         def place(pod: PodRequest) -> int | None:
-            path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-            return extender.place(api.post(path, pod_object(pod, NAMESPACE)), pod)
+            created = api.post(f"/api/v1/namespaces/{NAMESPACE}/pods", pod_object(pod, NAMESPACE))
+            node = extender.place(created, pod)
+            if node is None:
+                waiting.append(created["metadata"]["uid"])
+            return node
 
         done = replay(pods, place, stowage, clock, args.seconds)
         baseline_cache = SchedulerCache(specs)
@@ -175,7 +180,7 @@ def _run(
             f"\n  {kubectl} get pods -o wide\nCtrl-C stops them.",
             flush=True,
         )
-        pending.schedule_until(threading.Event(), extender, api)
+        pending.schedule_until_interrupted(extender, api, waiting)
     return 0
 
 

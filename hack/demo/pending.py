@@ -2,15 +2,15 @@
 
 Pods created with ``kubectl`` (``schedulerName`` ``default-scheduler``, the default, or
 ``stowage-scheduler``) go through the same filter → prioritize → bind as the replay's.
-Once a second the pods are listed: pods gone (deleted, finished) give their room back,
-pods bound by someone else are counted where they are, and each pod not yet bound is
-tried — a pod that found no node is tried again only after some room was given back, as
-kube-scheduler requeues unschedulable pods on cluster events.
+The pods are listed, then watched (as kube-scheduler's informer does); at each change,
+pods gone (deleted, finished) give their room back, pods bound by someone else are
+counted where they are, and each pod not yet bound is tried — a pod that found no node is
+tried again only after some room was given back, as kube-scheduler requeues
+unschedulable pods on cluster events.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -18,44 +18,71 @@ from coordinator.config import CoordinatorSettings
 from coordinator.state.kubeobjects import ObjectError, pod_request
 from hack.demo.httpjson import JsonClient
 from hack.demo.scheduler import WithExtender
-from hack.demo.workload import SCHEDULER_NAME
+from hack.demo.workload import REPLAY_LABEL, SCHEDULER_NAME
 
 SCHEDULERS: Final = frozenset({"default-scheduler", SCHEDULER_NAME})
-POLL_S: Final = 1.0
+WATCH_S: Final = 300
+"""How long one pod watch lasts before the pods are listed again."""
 GONE_PHASES: Final = frozenset({"Succeeded", "Failed"})
 
 
-def schedule_until(stop: threading.Event, scheduler: WithExtender, api: JsonClient) -> None:
-    """Schedule pending pods once a second until ``stop`` is set (or Ctrl-C)."""
-    queue = PendingPods(scheduler)
-    while not stop.is_set():
-        for line in queue.sync(api.get("/api/v1/pods")["items"]):
-            print(line, flush=True)
-        stop.wait(POLL_S)
+def schedule_until_interrupted(
+    scheduler: WithExtender, api: JsonClient, tried: Iterable[str] = ()
+) -> None:
+    """Schedule pending pods as the pod watch reports changes, until Ctrl-C (``tried``
+    as :class:`PendingPods` takes it)."""
+    queue = PendingPods(scheduler, tried)
+    while True:  # a list, then its watch; again when the watch ends or has expired
+        listing = api.get("/api/v1/pods")
+        pods = {p["metadata"]["uid"]: p for p in listing["items"]}
+        _say(queue.sync(pods.values()))
+        version = listing["metadata"]["resourceVersion"]
+        path = f"/api/v1/pods?watch=1&resourceVersion={version}&timeoutSeconds={WATCH_S}"
+        for change in api.watch(path):
+            kind = change.get("type")
+            if kind == "ERROR":  # 410 Expired: list again
+                break
+            if kind not in ("ADDED", "MODIFIED", "DELETED"):
+                continue
+            uid = change["object"]["metadata"]["uid"]
+            if kind == "DELETED":
+                pods.pop(uid, None)
+            else:
+                pods[uid] = change["object"]
+            _say(queue.sync(pods.values()))
+
+
+def _say(lines: list[str]) -> None:
+    for line in lines:
+        print(line, flush=True)
 
 
 class PendingPods:
     """The scheduler's side of one listing of every pod (see the module docstring)."""
 
-    def __init__(self, scheduler: WithExtender) -> None:
+    def __init__(self, scheduler: WithExtender, tried: Iterable[str] = ()) -> None:
+        """``tried``: pods that found no node just now (the replay's), not to be tried
+        again before room is given back."""
         self.scheduler = scheduler
         self.contiguity_b = CoordinatorSettings().signals.contiguity_threshold_b
         self.generation = 0
         """Bumped whenever room is given back."""
-        self.tried: dict[str, int] = {}
+        self.tried: dict[str, int] = dict.fromkeys(tried, self.generation)
         """Unbound pods by uid: the generation they last found no node in."""
         self.refused: set[str] = set()
         """Pods that cannot be counted (said once)."""
 
     def sync(self, pods: Iterable[Mapping[str, Any]]) -> list[str]:
         """Bring the cache in line with ``pods`` and schedule those waiting; one line
-        per pod placed, left Pending or not understood."""
+        per pod placed, left Pending or not understood — the replay's pods left Pending
+        in one line together."""
         cache = self.scheduler.cache
         live = {p["metadata"]["uid"]: p for p in pods if not _gone(p)}
         for uid in [u for u in cache.bound if u not in live]:
             cache.release(uid)
             self.generation += 1
-        lines = []
+        lines: list[str] = []
+        replay_waiting = 0
         for uid, pod in live.items():
             node = (pod.get("spec") or {}).get("nodeName")
             if uid in cache.bound or uid in self.refused:
@@ -81,16 +108,25 @@ class PendingPods:
             placed = self.scheduler.place(pod, request)
             if placed is None:
                 self.tried[uid] = self.generation
-                lines.append(f"{name}: no node can take it now (stays Pending)")
+                if _labels(pod).get(REPLAY_LABEL) == "replay":
+                    replay_waiting += 1
+                else:
+                    lines.append(f"{name}: no node can take it now (stays Pending)")
             else:
                 self.tried.pop(uid, None)
                 lines.append(f"{name}: bound to {cache.state.names[placed]}")
+        if replay_waiting:
+            lines.append(f"{replay_waiting} of the replay's pods tried again: still no room")
         return lines
 
     def _refuse(self, uid: str, line: str, lines: list[str]) -> None:
         if uid not in self.refused:
             self.refused.add(uid)
             lines.append(line)
+
+
+def _labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return (pod.get("metadata") or {}).get("labels") or {}
 
 
 def _gone(pod: Mapping[str, Any]) -> bool:

@@ -265,3 +265,19 @@ def test_keep_schedules_waiting_pods_and_retries_one_that_did_not_fit_once_room_
     done = {**big, "status": {**big["status"], "phase": "Succeeded"}}
     queue.sync([done, other])
     assert cache.bound == {}  # a finished pod gives its room back
+
+
+def test_the_replays_waiting_pods_wait_for_room_and_are_reported_together():
+    cache = SchedulerCache([node("n0")])
+    scheduler = FirstFit(cache)
+    held = api_pod("held", 600, node="n0")
+    r1, r2 = api_pod("r1", 900), api_pod("r2", 800)
+    for pod in (r1, r2):
+        pod["metadata"]["labels"] = {"stowage.io/demo": "replay"}
+    queue = PendingPods(scheduler, tried=["r1"])  # type: ignore[arg-type]
+    assert queue.sync([held, r1, r2]) == ["1 of the replay's pods tried again: still no room"]
+    assert scheduler.calls == 1  # r2 only: r1 found no node just now
+    assert queue.sync([r1, r2]) == [
+        "default/r1: bound to n0",
+        "1 of the replay's pods tried again: still no room",
+    ]
