@@ -161,11 +161,7 @@ def _run(
             return node
 
         done = replay(pods, place, stowage, clock, args.seconds)
-        baseline_cache = SchedulerCache(specs)
-        baseline = Tally("default scoring", baseline_cache.state, measure)
-        default = DefaultScoring(baseline_cache, args.seed)
-        for pod in pods[:done]:
-            baseline.record(pod, default.place(pod.name, pod))
+        baseline = _default_scoring(specs, pods[:done], args.seed, measure)
         _report(pods, done, [baseline, stowage], coordinator, stack.node, out)
         kubectl = f"kubectl --kubeconfig {stack.kubeconfig}"
         if not args.keep:
@@ -182,6 +178,18 @@ def _run(
         )
         pending.schedule_until_interrupted(extender, api, waiting)
     return 0
+
+
+def _default_scoring(
+    specs: list[NodeSpec], pods: Sequence[PodRequest], seed: int, measure: Fragmentation
+) -> Tally:
+    """The same pods placed in process by kube-scheduler's default scoring alone."""
+    cache = SchedulerCache(specs)
+    tally = Tally("default scoring", cache.state, measure)
+    default = DefaultScoring(cache, seed)
+    for pod in pods:
+        tally.record(pod, default.place(pod.name, pod))
+    return tally
 
 
 def replay(
@@ -244,7 +252,7 @@ def _report(
     print(_decisions(coordinator, node))
     png = out / "unallocated-gpu.png"
     summary.plot(png, columns, f"openb trace, {len(columns[0].state) - 1} GPU nodes + this one")
-    print(f"\nplot: {png}")
+    print(f"\nplot: {png}\nlogs: {out / 'coordinator.log'}, {out / 'agent.log'}")
 
 
 def _decisions(coordinator: JsonClient, node: str) -> str:
