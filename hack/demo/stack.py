@@ -53,6 +53,9 @@ def this_machine() -> NodeSpec:
 
 @dataclass
 class Stack:
+    """What is running: the emulator (its URL for the API), where the coordinator serves,
+    the kubeconfig written for ``kubectl``, and this machine's node name."""
+
     api: KubeApi
     coordinator_url: str
     kubeconfig: Path
