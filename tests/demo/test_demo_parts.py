@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 
+import numpy as np
 import pytest
 
 from coordinator.scoring.fragmentation import Fragmentation, Shape
@@ -62,9 +63,9 @@ def test_a_node_with_as_many_pods_as_kubelet_allows_fails_the_fit_filter():
 def test_plugin_scores_add_least_allocated_and_balanced_allocation():
     cache = SchedulerCache([node("n")])
     # cpu 1000 of 4000 and 2 Gi of 8 Gi: least (75 + 75)//2 = 75, balanced 100
-    assert cache.plugin_scores(share("p"), _rows(0)).tolist() == [175]
+    assert cache.plugin_scores(share("p"), np.array([0])).tolist() == [175]
     # nothing requested: least counts 100m and 200 MiB -> (97 + 97)//2; balanced skipped
-    assert cache.plugin_scores(PodRequest("e", 0, 0), _rows(0)).tolist() == [97]
+    assert cache.plugin_scores(PodRequest("e", 0, 0), np.array([0])).tolist() == [97]
 
 
 def test_release_gives_back_exactly_what_bind_took():
@@ -76,12 +77,6 @@ def test_release_gives_back_exactly_what_bind_took():
     assert (s.cpu_free == s.cpu_cap).all() and (s.gpu_free == s.gpu_cap).all()
     assert [cache.cpu_nonzero[0], cache.gpu_requested[0], cache.pods[0]] == [0, 0, 0]
     assert cache.bound == {}
-
-
-def _rows(*rows: int):
-    import numpy as np
-
-    return np.array(rows, dtype=np.int64)
 
 
 # --------------------------------------------------------------- the workload
