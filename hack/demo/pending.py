@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from coordinator.config import CoordinatorSettings
 from coordinator.state.kubeobjects import ObjectError, pod_request
-from hack.demo.httpjson import JsonClient
+from hack.demo.httpjson import DemoError, JsonClient
 from hack.demo.scheduler import WithExtender
 from hack.demo.workload import REPLAY_LABEL, SCHEDULER_NAME
 
@@ -32,24 +32,33 @@ def schedule_until_interrupted(
     """Schedule pending pods as the pod watch reports changes, until Ctrl-C (``tried``
     as :class:`PendingPods` takes it)."""
     queue = PendingPods(scheduler, tried)
-    while True:  # a list, then its watch; again when the watch ends or has expired
-        listing = api.get("/api/v1/pods")
-        pods = {p["metadata"]["uid"]: p for p in listing["items"]}
+    while True:
+        follow(queue, api)
+
+
+def follow(queue: PendingPods, api: JsonClient, watch_s: int = WATCH_S) -> None:
+    """List the pods and schedule, then do it again at every change the watch from that
+    list reports, until the watch ends (at ``watch_s``, expired, or cut): the caller
+    lists again. A failing list or scheduling call is the caller's :class:`DemoError`."""
+    listing = api.get("/api/v1/pods")
+    pods = {p["metadata"]["uid"]: p for p in listing["items"]}
+    _say(queue.sync(pods.values()))
+    version = listing["metadata"]["resourceVersion"]
+    changes = api.watch(f"/api/v1/pods?watch=1&resourceVersion={version}&timeoutSeconds={watch_s}")
+    while True:
+        try:
+            change = next(changes)
+        except (StopIteration, DemoError):  # it ended (410 Expired ends it too) or was cut
+            return
+        kind = change.get("type")
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):  # BOOKMARK; ERROR, the last one
+            continue
+        uid = change["object"]["metadata"]["uid"]
+        if kind == "DELETED":
+            pods.pop(uid, None)
+        else:
+            pods[uid] = change["object"]
         _say(queue.sync(pods.values()))
-        version = listing["metadata"]["resourceVersion"]
-        path = f"/api/v1/pods?watch=1&resourceVersion={version}&timeoutSeconds={WATCH_S}"
-        for change in api.watch(path):
-            kind = change.get("type")
-            if kind == "ERROR":  # 410 Expired: list again
-                break
-            if kind not in ("ADDED", "MODIFIED", "DELETED"):
-                continue
-            uid = change["object"]["metadata"]["uid"]
-            if kind == "DELETED":
-                pods.pop(uid, None)
-            else:
-                pods[uid] = change["object"]
-            _say(queue.sync(pods.values()))
 
 
 def _say(lines: list[str]) -> None:

@@ -4,6 +4,7 @@ becomes, the summary, the replay's time limit and the ``--keep`` queue."""
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -14,11 +15,14 @@ from coordinator.state.kubeobjects import pod_request
 from coordinator.state.podrequest import PodRequest
 from hack.demo import main as demo
 from hack.demo import summary
-from hack.demo.pending import PendingPods
+from hack.demo.httpjson import JsonClient
+from hack.demo.pending import PendingPods, follow
 from hack.demo.schedcache import MAX_PODS, SchedulerCache
 from hack.demo.scheduler import DefaultScoring
 from hack.demo.workload import node_fields, pod_object, sample_nodes
-from hack.kubeapi import objects
+from hack.kubeapi import KubeApi, objects
+from hack.kubeapi.faults import Fault
+from hack.kubeapi.resources import PODS
 
 GI = 2**30
 
@@ -275,4 +279,69 @@ def test_the_replays_waiting_pods_wait_for_room_and_are_reported_together():
     assert queue.sync([r1, r2]) == [
         "default/r1: bound to n0",
         "1 of the replay's pods tried again: still no room",
+    ]
+
+
+class WatchingClient(JsonClient):
+    """The real client; as its watch starts, ``meanwhile`` changes the cluster (as a user
+    would between the scheduler's list and its watch)."""
+
+    def __init__(self, emulator: KubeApi, meanwhile: Callable[[KubeApi], object]) -> None:
+        super().__init__(emulator.url)
+        self.emulator = emulator
+        self.meanwhile = meanwhile
+
+    def watch(self, path: str):
+        self.meanwhile(self.emulator)
+        yield from super().watch(path)
+
+
+def add_late_pod(emulator: KubeApi) -> None:
+    emulator.add_pod(
+        "late", phase="Pending", requests={"cpu": "1", "memory": "1Gi"},
+        annotations={"stowage.io/gpu-milli": "500"},
+    )  # fmt: skip
+
+
+def test_keep_follows_the_pod_watch_and_lists_again_when_it_is_cut(capsys):
+    with KubeApi.in_thread() as emulator:
+        emulator.add_node("n0", **node_fields(node("n0")))
+        emulator.faults.add(Fault.drop_watch(after=1, path=r"^/api/v1/pods$"))
+        cache = SchedulerCache([node("n0")])
+        follow(PendingPods(FirstFit(cache)), WatchingClient(emulator, add_late_pod), watch_s=60)  # type: ignore[arg-type]
+    assert capsys.readouterr().out == "default/late: bound to n0\n"  # from its ADDED event
+    assert len(cache.bound) == 1
+
+
+def test_keep_lists_again_when_the_watch_has_expired():
+    with KubeApi.in_thread() as emulator:
+        emulator.add_node("n0", **node_fields(node("n0")))
+        emulator.add_pod("early", phase="Pending", requests={"cpu": "1", "memory": "1Gi"})
+        emulator.faults.add(Fault.expire_watch(after=0, path=r"^/api/v1/pods$"))
+        cache = SchedulerCache([node("n0")])
+        follow(PendingPods(FirstFit(cache)), JsonClient(emulator.url), watch_s=60)  # type: ignore[arg-type]
+    assert len(cache.bound) == 1  # placed from the list; the 410 event ended the round
+
+
+def test_a_pod_the_watch_says_was_deleted_gives_its_room_back(capsys):
+    with KubeApi.in_thread() as emulator:
+        emulator.add_node("n0", **node_fields(node("n0")))
+        emulator.add_pod(
+            "held", node="n0", requests={"cpu": "1", "memory": "1Gi"},
+            annotations={"stowage.io/gpu-milli": "600"},
+        )  # fmt: skip
+        emulator.add_pod(
+            "wait", phase="Pending", requests={"cpu": "1", "memory": "1Gi"},
+            annotations={"stowage.io/gpu-milli": "900"},
+        )  # fmt: skip
+        emulator.faults.add(Fault.drop_watch(after=1, path=r"^/api/v1/pods$"))
+        cache = SchedulerCache([node("n0")])
+
+        def delete_held(api: KubeApi) -> None:
+            api.store.delete(PODS, "default", "held")
+
+        follow(PendingPods(FirstFit(cache)), WatchingClient(emulator, delete_held), watch_s=60)  # type: ignore[arg-type]
+    assert capsys.readouterr().out.splitlines() == [
+        "default/wait: no node can take it now (stays Pending)",
+        "default/wait: bound to n0",  # once the DELETED event gave held's 600 back
     ]
