@@ -92,10 +92,12 @@ def test_every_option_with_a_default_says_it_in_help(capsys, command):
 
 
 def test_make_run_on_a_busy_port_is_one_error_line_naming_the_address_and_exit_2():
+    with socket.create_server(("127.0.0.1", 0)) as spare:
+        api_port = spare.getsockname()[1]  # free again below: not 6443, which may be in use
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [sys.executable, "-m", "hack.demo", "--port", str(port)],
+            [sys.executable, "-m", "hack.demo", "--port", str(port), "--api-port", str(api_port)],
             capture_output=True, text=True, timeout=120, cwd=REPO,
             env={**os.environ, "PYTHONPATH": str(REPO)},
         )  # fmt: skip
