@@ -66,6 +66,7 @@ from coordinator.state.signals import Links
 
 NAME: Final = "stowage"
 _FIRST_RELEARN: Final = 64
+_PRESSURE_STEPS: Final = 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -303,7 +304,9 @@ class Stowage(Policy):
             self._refresh_pools(state)
 
     def _refresh_pools(self, state: ClusterState) -> None:
-        """Measure each model's pool pressure from the free GPU now (scores change with it)."""
+        """Measure each model's pool pressure from the free GPU now, in steps of 1/64 (a step
+        costs a whole GPU 31 milli, below one score step): scores change, and the engine
+        drops its cached scores, only when a step does."""
         idle = np.where(state.gpu_free > 0, state.gpu_free, 0).sum(axis=1)
         per_model = np.bincount(state.model_id, weights=idle, minlength=len(state.models))
         free = {
@@ -312,9 +315,12 @@ class Stowage(Policy):
             if m and state.gpu_count[state.model_id == k].any()
         }
         k = self.args.pool_exponent
-        pressure = {m: p**k for m, p in self.model.pool_pressure(free).items()}
-        if any(pressure.values()) or self._pressure:
-            self._pressure = pressure if any(pressure.values()) else {}
+        steps = {
+            m: round(p**k * _PRESSURE_STEPS) for m, p in self.model.pool_pressure(free).items()
+        }
+        pressure = {m: n / _PRESSURE_STEPS for m, n in steps.items()} if any(steps.values()) else {}
+        if pressure != self._pressure:
+            self._pressure = pressure
             self._least_pressure = {}
             self.epoch += 1
 

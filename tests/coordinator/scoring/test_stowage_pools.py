@@ -95,15 +95,16 @@ def learnt_policy(args=None):
 def test_pool_cost_by_hand():
     policy, _ = learnt_policy()
     # V or T splits 4000 : 8000 → V 2000 + 666.7, T 1333.3 of 10 000 seen:
-    # V 0.2667 · 20 000 / 4000 = 1.333 → 1; T 0.1333 · 20 000 / 8000 = 0.3333; G 0
-    assert policy._pressure == pytest.approx({"G": 0.0, "T": 1 / 3, "V": 1.0})
+    # V 0.2667 · 20 000 / 4000 = 1.333 → 1; T 0.1333 · 20 000 / 8000 = 0.3333 → 21/64 in
+    # steps of 1/64; G 0
+    assert policy._pressure == {"G": 0.0, "T": 21 / 64, "V": 1.0}
     whole = pod(1000, GIB, gpus=1)
     assert policy.pool_cost(whole, "G") == 0
-    assert policy.pool_cost(whole, "T") == pytest.approx(1000 / 3)
+    assert policy.pool_cost(whole, "T") == pytest.approx(1000 * 21 / 64)
     assert policy.pool_cost(whole, "V") == pytest.approx(1000)
     two_halves = pod(1000, GIB, gpus=2, milli=500, models={"V", "T"})
     assert policy.pool_cost(two_halves, "T") == 0  # its least pressed choice
-    assert policy.pool_cost(two_halves, "V") == pytest.approx(1000 * (1 - 1 / 3))
+    assert policy.pool_cost(two_halves, "V") == pytest.approx(1000 * (1 - 21 / 64))
     assert policy.pool_cost(pod(1000, GIB, gpus=1, models={"V"}), "V") == 0  # no choice
     assert policy.pool_cost(pod(1000, GIB), "V") == 0  # CPU only
     weighted, _ = learnt_policy({"pool_weight": 0.5})
@@ -112,10 +113,11 @@ def test_pool_cost_by_hand():
 
 def test_the_pool_exponent_weighs_sure_shortage_above_likely_shortage():
     policy, _ = learnt_policy({"pool_exponent": 2})
-    assert policy._pressure == pytest.approx({"G": 0.0, "T": 1 / 9, "V": 1.0})
+    # T: (1/3)² = 1/9 = 7.1/64 → 7/64
+    assert policy._pressure == {"G": 0.0, "T": 7 / 64, "V": 1.0}
     two_halves = pod(1000, GIB, gpus=2, milli=500, models={"V", "T"})
-    assert policy.pool_cost(two_halves, "V") == pytest.approx(1000 * (1 - 1 / 9))
-    assert policy.pool_cost(pod(1000, GIB, gpus=1), "T") == pytest.approx(1000 / 9)
+    assert policy.pool_cost(two_halves, "V") == pytest.approx(1000 * (1 - 7 / 64))
+    assert policy.pool_cost(pod(1000, GIB, gpus=1), "T") == pytest.approx(1000 * 7 / 64)
 
 
 def test_pool_cost_enters_the_score_and_the_explanation():
@@ -153,9 +155,14 @@ def test_pressure_is_measured_every_pool_refresh_pods_from_the_free_gpu_then():
     state.allocate(Placement(0, tuple(range(8))), 1000, GIB, 1000, "8-gpu")  # G is full
     policy.observe(state, seen_pods()[9], None)
     assert policy.epoch == 1  # scores change: the engine drops its cache
-    # free: G 0, T 8000, V 4000 (12 000): V 2666.7/10 000 · 12 000 / 4000 = 0.8,
-    # T 1333.3/10 000 · 12 000 / 8000 = 0.2
-    assert policy._pressure == pytest.approx({"G": 1.0, "T": 0.2, "V": 0.8})
+    # free: G 0, T 8000, V 4000 (12 000): V 2666.7/10 000 · 12 000 / 4000 = 0.8 → 51/64,
+    # T 1333.3/10 000 · 12 000 / 8000 = 0.2 → 13/64
+    assert policy._pressure == {"G": 1.0, "T": 13 / 64, "V": 51 / 64}
+    # the same free GPU ten pods later: the same pressure, the cached scores stay
+    for p in seen_pods():
+        policy.observe(state, p, None)
+    assert policy.model.pods == 20
+    assert policy.epoch == 1
 
 
 def test_unconstrained_pods_alone_leave_the_policy_as_it_was():
@@ -188,8 +195,8 @@ def test_by_default_the_cost_is_twice_the_squared_pressure():
     state = pools_state()
     for p in seen_pods():
         policy.observe(state, p, None)
-    # pressures as in test_pool_cost_by_hand: T 1/3, V 1
-    assert policy.pool_cost(pod(1000, GIB, gpus=1), "T") == pytest.approx(2 * 1000 / 9)
+    # pressures as in test_pool_cost_by_hand: T 1/3 (squared 7/64), V 1
+    assert policy.pool_cost(pod(1000, GIB, gpus=1), "T") == pytest.approx(2 * 1000 * 7 / 64)
     assert policy.pool_cost(pod(1000, GIB, gpus=1), "V") == pytest.approx(2000)
 
 
