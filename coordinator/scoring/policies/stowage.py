@@ -20,7 +20,8 @@ Pods that accept only some GPU models need those models' pools; a pod that could
 elsewhere should leave them alone. From the pods seen, each model's *pressure* is the
 share of its free GPU that such limited demand will take while the cluster fills (the
 demand's share of all GPU demand, times the cluster's free GPU, over the pool's free GPU,
-at most 1; remeasured every ``pool_refresh`` pods). A GPU pod placed in pool t adds
+at most 1; remeasured every ``pool_refresh`` pods, kept in steps of 1/64). A GPU pod
+placed in pool t adds
 ``β · its milli-GPU · (pressure_t² − the least pressure² among its own choices)`` to
 Δvalue (β = 2), so it takes a pressed pool only when its other choices are pressed as
 much (0 without limited demand, and for a pod of one model); squaring makes a pool that
