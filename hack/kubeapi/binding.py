@@ -13,7 +13,7 @@ A ``v1 Binding`` names the pod (``metadata.name``, optionally ``uid`` and
 * 400 when the body is not a Binding or its name differs from the URL's;
 * an invalid target (a kind other than Node, no name) is a plain error in the apiserver
   (``ValidatePodBinding(...).ToAggregate()``, not a ``StatusError``), which its handler turns
-  into 500 with reason Unknown; the emulator answers the same.
+  into 500 with no reason (``errors.internal``); the emulator answers the same.
 
 Then, unless turned off, the emulated kubelet of an existing node starts the pod
 (:func:`hack.kubeapi.kubelet.start_pod`), so ``kubectl get pods`` reads Running.
@@ -64,7 +64,7 @@ def bind(
     problems = _target_problems(body.get("target"))
     if problems:
         shown = problems[0] if len(problems) == 1 else f"[{', '.join(problems)}]"
-        raise errors.ApiError(errors.status(500, "Unknown", shown))
+        raise errors.internal(shown)
     if not name:
         raise errors.bad_request("Name parameter required.")
     node = body["target"]["name"]

@@ -164,8 +164,9 @@ def unauthorized() -> ApiError:
 
 
 def internal(message: str) -> ApiError:
-    """What a plain Go ``error`` (not a ``StatusError``) becomes: 500 with reason Unknown."""
-    return ApiError(status(500, "Unknown", message))
+    """What a plain Go ``error`` (not a ``StatusError``) becomes: 500 with reason
+    ``StatusReasonUnknown``, which is the empty string, so the Status carries no reason."""
+    return ApiError(status(500, "", message))
 
 
 OPTIONS_KINDS = {

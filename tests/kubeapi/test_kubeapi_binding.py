@@ -157,6 +157,8 @@ def test_unknown_pods_stale_preconditions_and_bad_bodies(kube, core, api_client)
     ]:
         answer = pool.request("POST", url, body=json.dumps(body))
         assert (answer.status, answer.json()["message"]) == (code, message), body
+        reason = answer.json().get("reason")  # StatusReasonUnknown is "", left out
+        assert reason == ("BadRequest" if code == 400 else None), body
     assert core.read_namespaced_pod("p", "default").spec.node_name is None
 
 
