@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from multidict import MultiMapping
-
 from hack.kubeapi import errors, kubelet, objects
 from hack.kubeapi.cluster import Cluster
 from hack.kubeapi.resources import PODS
@@ -53,10 +51,10 @@ def _target_problems(target: Any) -> list[str]:
 
 
 def bind(
-    cluster: Cluster, namespace: str, url_name: str | None, body: Obj, query: MultiMapping[str]
+    cluster: Cluster, namespace: str, url_name: str | None, body: Obj, *, dry_run: bool = False
 ) -> Obj:
     """Bind the pod ``body`` names (``url_name`` on ``pods/{name}/binding``, None on the
-    ``bindings`` collection) and return the Success Status."""
+    ``bindings`` collection) and return the Success Status; ``dry_run`` checks only."""
     md = body.get("metadata") or {}
     name = md.get("name") or ""
     if url_name is not None and name != url_name:
@@ -69,7 +67,6 @@ def bind(
         raise errors.bad_request("Name parameter required.")
     node = body["target"]["name"]
     annotations = md.get("annotations") or {}
-    dry_run = "All" in query.getall("dryRun", [])
 
     def assign(pod: Obj) -> Obj:
         pmd = pod["metadata"]

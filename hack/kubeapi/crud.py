@@ -185,7 +185,7 @@ def _write(
         obj = _object(body, BINDINGS)
         warnings += fields.decode(BINDINGS, obj, how)
         _same_namespace(obj, target.namespace)
-        return 201, binding.bind(cluster, target.namespace or "", target.name, obj, query)
+        return 201, binding.bind(cluster, target.namespace or "", target.name, obj, dry_run=dry)
     if res.plural == "tokenreviews":
         return 201, tokens.review(cluster.tokens, _object(body, res))
     if verb in ("create", "update"):
