@@ -11,14 +11,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import secrets
-import socket
 import sys
 import tempfile
 from pathlib import Path
-
-import psutil
 
 from common.clock import SystemClock
 from common.errors import ConfigError
@@ -28,6 +23,7 @@ from coordinator.kube.client import api_client
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from hack.kubeapi import KubeApi
+from hack.thismachine import agent_token_file, this_machine
 
 
 def main(args: argparse.Namespace) -> int:
@@ -53,22 +49,14 @@ async def serve(settings: CoordinatorSettings, cluster: LiveCluster) -> None:
 
 def _seed(emulator: KubeApi, settings: CoordinatorSettings) -> None:
     """This machine as a node of the emulated cluster, and a token for its agent."""
-    name = os.environ.get("NODE_NAME") or socket.gethostname()
-    cpus = len(os.sched_getaffinity(0))
-    memory = psutil.virtual_memory().total
+    machine = this_machine()
+    name = machine.name
     emulator.add_namespace(settings.kube.namespace)
-    emulator.add_node(name, capacity={"cpu": str(cpus), "memory": str(memory), "pods": "110"})
-    token = secrets.token_urlsafe(32)
-    emulator.add_token(
-        token,
-        node=name,
-        pod=f"stowage-agent-{name}",
-        namespace=settings.kube.namespace,
-        audiences=[settings.ingest.audience],
+    emulator.add_node(
+        name,
+        capacity={"cpu": str(machine.cpu_m // 1000), "memory": str(machine.mem_b), "pods": "110"},
     )
-    path = Path(tempfile.mkdtemp(prefix="stowage-")) / "agent-token"
-    path.write_text(token)
-    path.chmod(0o600)
+    path = agent_token_file(emulator, name, settings, Path(tempfile.mkdtemp(prefix="stowage-")))
     agent = f"stowage agent --coordinator http://{settings.listen} --token-file {path}"
     print(
         f"standalone: Kubernetes API emulated at {emulator.url}"

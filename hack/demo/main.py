@@ -34,11 +34,12 @@ from hack.demo import pending, summary
 from hack.demo.httpjson import DemoError, JsonClient
 from hack.demo.schedcache import SchedulerCache
 from hack.demo.scheduler import DefaultScoring, WithExtender
-from hack.demo.stack import ROOT, Refused, running, this_machine
+from hack.demo.stack import ROOT, Refused, running
 from hack.demo.summary import Tally
 from hack.demo.workload import pod_object, sample_nodes
 from hack.sim import arrivals, trace
 from hack.sim.trace import TraceError
+from hack.thismachine import this_machine
 
 TRACE: Final = ROOT.parent / "shared" / "traces" / "openb"
 NODE_FILE: Final = "openb_node_list_gpu_node.csv"

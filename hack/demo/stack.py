@@ -13,10 +13,7 @@ port) has its own one-line error shown.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -25,13 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
-import psutil
-
 from coordinator.config import CoordinatorSettings
 from coordinator.state.cluster import NodeSpec
 from hack.demo.httpjson import DemoError
 from hack.demo.workload import node_fields
 from hack.kubeapi import KubeApi
+from hack.thismachine import agent_token_file
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 AGENT_INTERVAL_S: Final = 2.0
@@ -42,13 +38,6 @@ STARTUP_S: Final = 60.0
 class Refused(DemoError):
     """A part of the demo could not start (a busy port): the message says why, or is
     empty where that part's own line said it already."""
-
-
-def this_machine() -> NodeSpec:
-    """This machine as a node: its name (``$NODE_NAME``, else the hostname), CPUs and memory."""
-    name = os.environ.get("NODE_NAME") or socket.gethostname()
-    cpus = len(os.sched_getaffinity(0))
-    return NodeSpec(name=name, cpu_m=cpus * 1000, mem_b=psutil.virtual_memory().total)
 
 
 @dataclass
@@ -80,17 +69,7 @@ def running(
         for spec in nodes:
             api.add_node(spec.name, **node_fields(spec))
         node = nodes[-1].name
-        token = secrets.token_urlsafe(32)
-        api.add_token(
-            token,
-            node=node,
-            pod=f"stowage-agent-{node}",
-            namespace=settings.kube.namespace,
-            audiences=[settings.ingest.audience],
-        )
-        token_file = out / "agent-token"
-        token_file.write_text(token)
-        token_file.chmod(0o600)
+        token_file = agent_token_file(api, node, settings, out)
         kubeconfig = api.kubeconfig(out / "kubeconfig")
         url = f"http://127.0.0.1:{coordinator_port}"
         stowage = [sys.executable, "-m", "cli.main"]
