@@ -48,6 +48,7 @@ NODE_LIST: Final = TRACE / NODE_FILE
 POD_LIST: Final = TRACE / POD_FILE
 ARRIVED_PCT: Final = 130
 NAMESPACE: Final = "default"
+MAX_PORT: Final = 65535
 SETTLE_S: Final = 30.0
 """Longest wait for the coordinator to list every node before the replay starts."""
 
@@ -97,10 +98,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--out", type=Path, default=None, help="where to write files (default: a new temp dir)"
     )
     args = parser.parse_args(argv)
-    for name in ("nodes", "pods", "port", "api_port"):
-        value = getattr(args, name)
-        if value < 0 or (name != "pods" and value == 0):
-            parser.error(f"--{name.replace('_', '-')} {value}: must be positive")
+    if not args.nodes > 0:
+        parser.error(f"--nodes {args.nodes}: must be positive")
+    for name in ("pods", "seed"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name} {getattr(args, name)}: must be 0 or more")
+    for name in ("port", "api_port"):
+        if not 0 < getattr(args, name) <= MAX_PORT:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be 1..{MAX_PORT}")
     if not args.seconds > 0:
         parser.error(f"--seconds {args.seconds}: must be positive")
     return args

@@ -185,13 +185,22 @@ def test_the_replay_stops_once_its_seconds_have_passed(clock):
 
 
 @pytest.mark.parametrize(
-    "argv", [["--nodes", "0"], ["--pods", "-1"], ["--seconds", "0"], ["--port", "0"]]
+    ("argv", "why"),
+    [
+        (["--nodes", "0"], "--nodes 0: must be positive"),
+        (["--pods", "-1"], "--pods -1: must be 0 or more"),
+        (["--seed", "-5"], "--seed -5: must be 0 or more"),
+        (["--seconds", "0"], "--seconds 0.0: must be positive"),
+        (["--seconds", "nan"], "--seconds nan: must be positive"),
+        (["--port", "0"], "--port 0: must be 1..65535"),
+        (["--api-port", "65536"], "--api-port 65536: must be 1..65535"),
+    ],
 )
-def test_bad_options_are_refused_with_exit_2(argv, capsys):
+def test_bad_options_are_refused_with_exit_2(argv, why, capsys):
     with pytest.raises(SystemExit) as exit:
         demo.parse_args(argv)
     assert exit.value.code == 2
-    assert "must be positive" in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines()[-1] == f"python -m hack.demo: error: {why}"
 
 
 def test_a_trace_that_is_not_there_is_one_error_line_and_exit_2(tmp_path, capsys):
