@@ -206,11 +206,15 @@ def replay(
     seconds: float,
 ) -> int:
     """Schedule ``pods`` in order with ``place`` (the node's index, or None: pending)
-    until ``seconds`` pass; how many were."""
+    until ``seconds`` pass; how many were. The progress bar is drawn only on a terminal
+    (tqdm's ``disable=None``): into a pipe or a file it would write hundreds
+    of carriage-return lines."""
     from tqdm import tqdm
 
     deadline = clock.monotonic() + seconds
-    with tqdm(total=len(pods), unit="pod", desc="placing through the extender") as bar:
+    with tqdm(
+        total=len(pods), unit="pod", desc="placing through the extender", disable=None
+    ) as bar:
         for k, pod in enumerate(pods):
             if clock.monotonic() >= deadline:
                 bar.write(f"--seconds {seconds:g} reached: comparing the first {k} pods")

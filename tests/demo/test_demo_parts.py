@@ -169,7 +169,9 @@ def test_the_table_puts_both_columns_side_by_side_and_the_plot_is_a_png(tmp_path
 # ------------------------------------------------------------ the time limit
 
 
-def test_the_replay_stops_once_its_seconds_have_passed(clock):
+def test_the_replay_stops_once_its_seconds_have_passed_and_draws_no_bar_off_a_terminal(
+    clock, capsys
+):
     cache = SchedulerCache([node("n", gpus=8)])
     default = DefaultScoring(cache, seed=1)
     pods = [share(f"p{i}", 100) for i in range(10)]
@@ -182,6 +184,9 @@ def test_the_replay_stops_once_its_seconds_have_passed(clock):
     assert demo.replay(pods, place, tally, clock, seconds=3.5) == 4  # at 0, 1, 2 and 3 s
     assert len(tally.used) == 4
     assert demo.replay(pods, place, tally, clock, seconds=100) == 10
+    out = capsys.readouterr()
+    assert out.out == "--seconds 3.5 reached: comparing the first 4 pods\n"
+    assert out.err == ""  # stderr is a pipe here, as in `make run 2>&1 | tail`: no \r bar
 
 
 @pytest.mark.parametrize(
