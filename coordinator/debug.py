@@ -93,10 +93,11 @@ async def nodes(request: web.Request) -> web.Response:
         )
     limit = None
     if raw_limit is not None:
-        if not raw_limit.isdecimal() or not 1 <= int(raw_limit) <= MAX_NODES_LIMIT:
-            error = f"limit: expected a whole number 1..{MAX_NODES_LIMIT}, got {raw_limit!r}"
+        limit = _whole_number(raw_limit, MAX_NODES_LIMIT)
+        if limit is None:
+            got = repr(raw_limit) if len(raw_limit) <= 32 else f"{len(raw_limit)} characters"
+            error = f"limit: expected a whole number 1..{MAX_NODES_LIMIT}, got {got}"
             return web.json_response({"error": error}, status=400)
-        limit = int(raw_limit)
     tiles = view.tiles()
     if wanted:
         needle = wanted.casefold()
@@ -106,6 +107,16 @@ async def nodes(request: web.Request) -> web.Response:
             if needle in t["name"].casefold() or needle in (t["gpu_model"] or "").casefold()
         ]
     return web.json_response(view.document(tiles[:limit]))
+
+
+def _whole_number(text: str, most: int) -> int | None:
+    """``text`` as a whole number 1..``most``, or None. ASCII digits only, and no more of
+    them than ``most`` has: ``int()`` takes other scripts' digits too, and raises on a
+    string of more than 4,300 digits."""
+    if not (text.isascii() and text.isdecimal()) or len(text) > len(str(most)):
+        return None
+    value = int(text)
+    return value if 1 <= value <= most else None
 
 
 PLAN_NOTE = "cooldowns are not applied here: the leader's executor keeps them"
