@@ -9,7 +9,7 @@ page shows is kept in the URL's fragment, so a link opens the same view:
 ``/ui#q=a100&stale=1&throttled=1&gpu=1&by=psi_cpu&every=5`` (name or GPU model
 substring, the three toggles, the signal tiles are coloured by — ``fullness``,
 ``gpu_frag_milli``, ``contiguity``, ``psi_cpu``, ``psi_memory`` — and seconds between
-polls, at least 1).
+polls, 1 to 3600; what the fragment cannot mean is the default view).
 
 Nothing is fetched from anywhere else: CSS and JavaScript are inline, and the
 Content-Security-Policy sent with the page says so to the browser — only that one

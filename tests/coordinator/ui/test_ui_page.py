@@ -155,6 +155,10 @@ async def test_the_url_carries_the_filter_so_a_link_opens_the_same_view(
     assert len(await page.shown()) == len(NODES)
     assert await page.js("return document.getElementById('signal').value") == "fullness"
     assert page.errors() == []
+    # Beyond setTimeout's 24.8 days the delay would be none: polled in a tight loop.
+    for every, meant in (("3000000", 5), ("3600", 3600), ("1e400", 5), ("-1", 5)):
+        await page.open(coordinator.url + f"/ui#every={every}")
+        assert await page.js("return state.every") == meant, every
 
 
 async def test_tiles_are_coloured_by_the_chosen_signal(
