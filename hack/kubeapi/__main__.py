@@ -17,6 +17,8 @@ from hack.kubeapi.server import KubeApi
 COORDINATOR_NAMESPACE = "stowage-system"
 """The coordinator's default ``kube.namespace``: a coordinator pointed at this emulator
 leads (its Lease needs the namespace) without anyone creating it by hand."""
+MAX_SEED_NODES = 254
+"""The seeded nodes' addresses are 10.0.0.1 .. 10.0.0.254."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -30,7 +32,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="HOST:PORT (port 0: any free port; 6443 is the apiserver's)",
     )
     parser.add_argument(
-        "--seed-nodes", type=int, default=0, metavar="N", help="add Ready nodes worker-1..worker-N"
+        "--seed-nodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"add Ready nodes worker-1..worker-N (at most {MAX_SEED_NODES})",
     )
     parser.add_argument(
         "--token",
@@ -75,6 +81,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         token, sep, node = spec.partition("=")
         if not sep or not token or not node:
             parser.error(f"--token wants TOKEN=NODE, got {spec!r}")
+    if not 0 <= args.seed_nodes <= MAX_SEED_NODES:
+        parser.error(f"--seed-nodes {args.seed_nodes}: expected 0..{MAX_SEED_NODES}")
+    if args.history < 1:
+        parser.error(f"--history {args.history}: expected at least 1")
     return args
 
 
@@ -116,7 +126,15 @@ async def serve(args: argparse.Namespace) -> None:
         )
         raise SystemExit(2) from None
     if args.kubeconfig:
-        api.kubeconfig(args.kubeconfig, token=args.admin_token)
+        try:
+            api.kubeconfig(args.kubeconfig, token=args.admin_token)
+        except OSError as e:
+            await api.stop()
+            print(
+                f"python -m hack.kubeapi: error: --kubeconfig {args.kubeconfig}: {e.strerror or e}",
+                file=sys.stderr,
+            )
+            raise SystemExit(2) from None
     print(f"kubeapi serving on {api.url}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -137,12 +137,27 @@ def test_a_busy_port_is_a_one_line_error(tmp_path):
     assert not (tmp_path / "k").exists()
 
 
+def test_a_kubeconfig_that_cannot_be_written_is_a_one_line_error(tmp_path):
+    where = tmp_path / "missing" / "kubeconfig"
+    done = subprocess.run(
+        [sys.executable, "-m", "hack.kubeapi", "--kubeconfig", str(where)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"python -m hack.kubeapi: error: --kubeconfig {where}: No such file or directory"
+    ]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--listen", "127.0.0.1:http"], "argument --listen: invalid HOST:PORT value"),
         (["--listen", "127.0.0.1:70000"], "argument --listen: invalid HOST:PORT value"),
         (["--token", "no-node"], "--token wants TOKEN=NODE, got 'no-node'"),
+        (["--history", "0"], "--history 0: expected at least 1"),
+        (["--seed-nodes", "-1"], "--seed-nodes -1: expected 0..254"),
+        (["--seed-nodes", "255"], "--seed-nodes 255: expected 0..254"),
     ],
 )
 def test_bad_arguments_are_usage_errors(args, message, capsys):
