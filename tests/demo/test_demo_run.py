@@ -76,8 +76,9 @@ def test_a_small_run_ends_by_itself_with_both_columns_a_png_and_a_kubeconfig(tmp
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 def test_keep_stays_up_for_kubectl_and_schedules_a_pod_created_with_it(tmp_path):
+    args = demo_args(tmp_path, "--keep")
     with subprocess.Popen(
-        demo_args(tmp_path, "--keep"),
+        args,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=ENV,
     ) as proc:  # fmt: skip
         lines: queue.Queue[str] = queue.Queue()
@@ -87,9 +88,13 @@ def test_keep_stays_up_for_kubectl_and_schedules_a_pod_created_with_it(tmp_path)
         try:
             _check_kubectl_sees_and_places(lines, tmp_path)
         finally:
-            proc.send_signal(signal.SIGINT)
+            # SIGTERM, as `timeout` or `kill` sends: the same way out as Ctrl-C (and a SIGINT
+            # would be ignored where pytest itself runs in a background job).
+            proc.send_signal(signal.SIGTERM)
             code = proc.wait(30)
     assert code == 0, "".join(errors)
+    with pytest.raises(ConnectionRefusedError):  # the coordinator it started stopped too
+        socket.create_connection(("127.0.0.1", int(args[args.index("--port") + 1]))).close()
 
 
 def _check_kubectl_sees_and_places(lines: queue.Queue[str], tmp_path: Path) -> None:
