@@ -12,6 +12,7 @@ import pytest
 
 from tests.coordinator.integration import integration_rig as rig
 from tests.coordinator.integration.conftest import Start
+from tests.coordinator.nodeview.nodeview_rig import seeded
 from tests.coordinator.ui.browser import Page
 from tests.coordinator.ui.tiles import same
 
@@ -20,35 +21,13 @@ MIB = rig.MIB
 
 async def cluster(api: rig.RecordingKubeApi, start: Start) -> rig.Coordinator:
     """gpu-a (4 A100s, one pod on it), gpu-b (2 H100s) and cpu-d reporting, cpu-c silent."""
-    api.add_node(
-        "gpu-a",
-        capacity={"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "4"},
-        labels={"stowage.io/gpu-model": "A100"},
+    return await seeded(
+        api,
+        start,
+        gpu_nodes={"gpu-a": (4, "A100"), "gpu-b": (2, "H100")},
+        cpu_nodes=["cpu-c", "cpu-d"],
+        reports={"gpu-a": (1024, 12.5), "gpu-b": (192, 3.0), "cpu-d": (448, 40.0)},
     )
-    api.add_node(
-        "gpu-b",
-        capacity={"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "2"},
-        labels={"stowage.io/gpu-model": "H100"},
-    )
-    api.add_node("cpu-c", capacity={"cpu": "16", "memory": "64Gi"})
-    api.add_node("cpu-d", capacity={"cpu": "16", "memory": "64Gi"})
-    one_gpu = {"nvidia.com/gpu": "1"}
-    api.add_pod(
-        "train", "jobs", node="gpu-a", requests={"cpu": "4", "memory": "8Gi", **one_gpu},
-        limits=one_gpu,
-    )  # fmt: skip
-    c = await start()
-    await rig.eventually(
-        lambda: c.services.synced.is_set() and "jobs/train" in c.cluster.pods, "caches synced"
-    )
-    for node, free_2mib_b, psi in (
-        ("gpu-a", 1024 * MIB, 12.5),
-        ("gpu-b", 192 * MIB, 3.0),
-        ("cpu-d", 448 * MIB, 40.0),
-    ):
-        report = rig.node_report(node, free_2mib_b=free_2mib_b, cpu_pressure_pct=psi)
-        assert (await c.report(report, api.agent_token(node)))[0] == 200
-    return c
 
 
 async def debug_nodes(c: rig.Coordinator) -> list[dict[str, Any]]:
