@@ -98,15 +98,14 @@ async def nodes(request: web.Request) -> web.Response:
             got = repr(raw_limit) if len(raw_limit) <= 32 else f"{len(raw_limit)} characters"
             error = f"limit: expected a whole number 1..{MAX_NODES_LIMIT}, got {got}"
             return web.json_response({"error": error}, status=400)
-    tiles = view.tiles()
-    if wanted:
-        needle = wanted.casefold()
-        tiles = [
-            t
-            for t in tiles
-            if needle in t["name"].casefold() or needle in (t["gpu_model"] or "").casefold()
-        ]
-    return web.json_response(view.document(tiles[:limit]))
+    specs = view.cluster.specs
+    needle = wanted.casefold()
+    names = sorted(
+        name
+        for name, spec in specs.items()
+        if needle in name.casefold() or needle in spec.gpu_model.casefold()
+    )
+    return web.json_response(view.document(view.tiles(names[:limit])))
 
 
 def _whole_number(text: str, most: int) -> int | None:

@@ -27,6 +27,7 @@ Nodes without any report appear too (from the Node objects), their signals null.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any, Final, TypedDict
 
 from aiohttp import web
@@ -75,8 +76,9 @@ class NodeView:
         self._shapes_at = -math.inf
         self._fragmentation = Fragmentation([])
 
-    def tiles(self) -> list[Tile]:
-        """Every node's tile, by name."""
+    def tiles(self, names: Iterable[str] | None = None) -> list[Tile]:
+        """The tiles of ``names`` (every node's by default), by name: a filtered view costs
+        the nodes it shows, not the cluster."""
         cluster = self.cluster
         state = cluster.state
         if state is None:
@@ -85,7 +87,7 @@ class NodeView:
         frag = self._measure(now)
         throttles = cluster.colocation.throttles
         tiles: list[Tile] = []
-        for name in sorted(cluster.specs):
+        for name in sorted(cluster.specs if names is None else names):
             i = state.index[name]
             spec = cluster.specs[name]
             signals = cluster.signals.get(name)
