@@ -54,9 +54,6 @@ class JsonClient:
         """A GET whose answer is text (``/metrics``, ``/debug/evictions``)."""
         return str(self._call("GET", path, None, as_json=False))
 
-    def close(self) -> None:
-        self.session.close()
-
     def _call(self, method: str, path: str, body: Any, *, as_json: bool = True) -> Any:
         url = self.base + path
         try:
