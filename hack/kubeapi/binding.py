@@ -33,8 +33,6 @@ from hack.kubeapi.cluster import Cluster
 from hack.kubeapi.resources import PODS
 from hack.kubeapi.store import Obj
 
-NOT_A_BINDING = "the body of the request is not a Binding"
-
 
 def _target_problems(target: Any) -> list[str]:
     """``ValidatePodBinding`` as ``field.ErrorList`` messages."""
