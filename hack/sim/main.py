@@ -42,6 +42,9 @@ from coordinator.scoring.fragmentation import Fragmentation, typical_shapes
 from hack.sim import arrivals, replay, report, trace
 from hack.sim.trace import TraceError
 
+MAX_SEEDS = 10_000
+"""More runs than anyone waits for; a range of billions would exhaust memory listing it."""
+
 
 def parse_seeds(text: str) -> list[int]:
     seeds: list[int] = []
@@ -52,6 +55,8 @@ def parse_seeds(text: str) -> list[int]:
         first, last = int(lo), int(hi) if sep else int(lo)
         if last < first:
             raise ConfigError(f"--seeds {text!r}: range {part.strip()} is backwards")
+        if len(seeds) + last - first >= MAX_SEEDS:
+            raise ConfigError(f"--seeds {text!r}: at most {MAX_SEEDS} seeds")
         seeds.extend(range(first, last + 1))
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"--seeds {text!r}: a seed is listed twice")

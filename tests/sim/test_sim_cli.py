@@ -244,6 +244,8 @@ def test_parse_seeds(text, seeds):
         ("²", "expected numbers"),
         ("5-3", "range 5-3 is backwards"),
         ("1-3,3", "a seed is listed twice"),
+        ("1-99999999999", "at most 10000 seeds"),
+        ("1-5000,6001-11001", "at most 10000 seeds"),
     ],
 )
 def test_parse_seeds_refuses(text, problem):
