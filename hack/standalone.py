@@ -22,6 +22,7 @@ from coordinator.config import CoordinatorSettings
 from coordinator.kube.client import api_client
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
+from hack.demo.workload import node_fields
 from hack.kubeapi import KubeApi
 from hack.thismachine import agent_token_file, this_machine
 
@@ -52,10 +53,7 @@ def _seed(emulator: KubeApi, settings: CoordinatorSettings) -> None:
     machine = this_machine()
     name = machine.name
     emulator.add_namespace(settings.kube.namespace)
-    emulator.add_node(
-        name,
-        capacity={"cpu": str(machine.cpu_m // 1000), "memory": str(machine.mem_b), "pods": "110"},
-    )
+    emulator.add_node(name, **node_fields(machine))
     path = agent_token_file(emulator, name, settings, Path(tempfile.mkdtemp(prefix="stowage-")))
     agent = f"stowage agent --coordinator http://{settings.listen} --token-file {path}"
     print(
