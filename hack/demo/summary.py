@@ -3,8 +3,9 @@
 Per pod as it arrives, each column records the GPU asked for so far, the GPU allocated
 and the cluster's GPU fragmentation as FGD measures it (Σ over nodes of the GPU the
 workload's typical pods could not use there), only the node a placement changed measured
-again — as :mod:`hack.sim.replay` does over a whole trace. The table then reads each
-scheduler's cluster at the end; the PNG draws unallocated GPU against GPU arrived.
+again — :class:`hack.sim.replay.ClusterFragmentation`, as the simulator keeps it. The
+table then reads each scheduler's cluster at the end; the PNG draws unallocated GPU
+against GPU arrived.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from coordinator.scoring.fragmentation import Fragmentation
 from coordinator.state.cluster import MILLI_PER_GPU, ClusterState
 from coordinator.state.podrequest import PodRequest
+from hack.sim.replay import ClusterFragmentation
 
 
 @dataclass
@@ -29,13 +31,10 @@ class Tally:
     arrived: list[int] = field(default_factory=list)
     used: list[int] = field(default_factory=list)
     pending: int = 0
-    _frag: np.ndarray = field(init=False)
-    _frag_total: float = field(init=False)
+    _frag: ClusterFragmentation = field(init=False)
 
     def __post_init__(self) -> None:
-        s = self.state
-        self._frag = np.array([self._node_frag(i) for i in range(len(s))])
-        self._frag_total = float(self._frag.sum())
+        self._frag = ClusterFragmentation(self.state, self.measure)
 
     def record(self, pod: PodRequest, node: int | None) -> None:
         """The pod arrived and went to ``node`` (None: it stays pending)."""
@@ -45,19 +44,13 @@ class Tally:
             self.pending += 1
         else:
             used += pod.gpu_total_milli
-            new = self._node_frag(node)
-            self._frag_total += new - self._frag[node]
-            self._frag[node] = new
+            self._frag.changed(node)
         self.arrived.append(arrived)
         self.used.append(used)
 
     @property
     def fragmentation_milli(self) -> float:
-        return self._frag_total
-
-    def _node_frag(self, i: int) -> float:
-        s = self.state
-        return self.measure.node(int(s.cpu_free[i]), s.gpu_tuple(i), s.models[s.model_id[i]])
+        return self._frag.total
 
 
 def figures(tally: Tally) -> dict[str, str]:

@@ -39,6 +39,29 @@ def fail_class(pod: PodRequest) -> str:
     return "1gpu" if pod.gpus == 1 else "multi"
 
 
+class ClusterFragmentation:
+    """Σ F_n(M) over a cluster's nodes, kept up to date as placements change them: only
+    the node a placement changed is measured again (:meth:`changed`)."""
+
+    def __init__(self, state: ClusterState, measure: Fragmentation) -> None:
+        self.state = state
+        self.measure = measure
+        self._models = [state.models[m] for m in state.model_id]
+        self._node = np.array([self._measured(i) for i in range(len(state))])
+        self.total = float(self._node.sum())
+        """Milli-GPU the typical pods could not use, over every node."""
+
+    def changed(self, i: int) -> None:
+        """Node ``i``'s free resources changed: measure it again."""
+        new = self._measured(i)
+        self.total += new - self._node[i]
+        self._node[i] = new
+
+    def _measured(self, i: int) -> float:
+        s = self.state
+        return self.measure.node(int(s.cpu_free[i]), s.gpu_tuple(i), self._models[i])
+
+
 @dataclass
 class Events:
     """Per-event metrics of one run, in arrival order."""
@@ -69,14 +92,7 @@ def run(
     :data:`PROGRESS_EVERY` pods and at the end (the counts add up to the pods replayed)."""
     state = ClusterState(nodes)
     engine = Engine(state, policy, arrivals.rank)
-    models = [state.models[m] for m in state.model_id]
-    node_frag = np.array(
-        [
-            measure.node(int(state.cpu_free[i]), state.gpu_tuple(i), models[i])
-            for i in range(len(state))
-        ]
-    )
-    frag_total = float(node_frag.sum())
+    fragmentation = ClusterFragmentation(state, measure)
     total_gpu = state.gpu_total_milli
     n = len(arrivals.pods)
     arrived = np.zeros(n, dtype=np.int64)
@@ -96,13 +112,11 @@ def run(
             failed.append(None)
             used_sum += pod.gpu_total_milli
             cpu_sum += pod.cpu_m
-            i = placement.node
-            new = measure.node(int(state.cpu_free[i]), state.gpu_tuple(i), models[i])
-            frag_total += new - node_frag[i]
-            node_frag[i] = new
+            fragmentation.changed(placement.node)
         if keep_placements:
             placements.append(placement)
-        arrived[k], used[k], frag[k], cpu_used[k] = arrived_sum, used_sum, frag_total, cpu_sum
+        arrived[k], used[k], cpu_used[k] = arrived_sum, used_sum, cpu_sum
+        frag[k] = fragmentation.total
         if progress is not None and (k + 1) % PROGRESS_EVERY == 0:
             progress(PROGRESS_EVERY)
     seconds = time.process_time() - started
