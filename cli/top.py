@@ -171,8 +171,11 @@ def _duration(seconds: float) -> str:
 
 
 def _positive_int(text: str) -> int:
-    if not text.isdecimal() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    """ASCII digits only, at most 9 of them: ``int()`` takes other scripts' digits too,
+    and raises on more than 4,300 (argparse would then print the whole string)."""
+    if not (text.isascii() and text.isdecimal()) or len(text) > 9 or int(text) < 1:
+        got = repr(text) if len(text) <= 32 else f"{len(text)} characters"
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {got}")
     return int(text)
 
 

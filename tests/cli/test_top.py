@@ -187,6 +187,14 @@ async def test_a_server_that_sends_no_node_list_is_one_line_and_exit_2(
         (["--watch", "0"], "argument --watch: expected seconds above 0, got '0'"),
         (["--watch", "nan"], "argument --watch: expected seconds above 0, got 'nan'"),
         (["--limit", "0"], "argument --limit: expected a whole number of at least 1, got '0'"),
+        (
+            ["--limit", "9" * 5000],
+            "argument --limit: expected a whole number of at least 1, got 5000 characters",
+        ),
+        (
+            ["--limit", "\uff13"],
+            "argument --limit: expected a whole number of at least 1, got '\uff13'",
+        ),
         (["--sort", "load"], "argument --sort: invalid choice: 'load'"),
     ],
 )
