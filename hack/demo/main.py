@@ -34,15 +34,15 @@ from hack.demo import pending, summary
 from hack.demo.httpjson import DemoError, JsonClient
 from hack.demo.schedcache import SchedulerCache
 from hack.demo.scheduler import DefaultScoring, WithExtender
-from hack.demo.stack import ROOT, Refused, running
+from hack.demo.stack import Refused, running
 from hack.demo.summary import Tally
 from hack.demo.workload import pod_object, sample_nodes
 from hack.sim import arrivals, trace
 from hack.sim.trace import TraceError
 from hack.thismachine import this_machine
 
-TRACE: Final = ROOT.parent / "shared" / "traces" / "openb"
-NODE_FILE: Final = "openb_node_list_gpu_node.csv"
+TRACE: Final = trace.OPENB
+NODE_FILE: Final = trace.OPENB_GPU_NODES
 POD_FILE: Final = "openb_pod_list_default.csv"
 NODE_LIST: Final = TRACE / NODE_FILE
 POD_LIST: Final = TRACE / POD_FILE

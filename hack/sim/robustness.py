@@ -32,8 +32,6 @@ from hack.sim import constrain, report, trace
 from hack.sim.main import Entry, Run, execute, parse_entries, parse_seeds, workload_name
 from hack.sim.trace import TraceError
 
-DEFAULT_TRACE: Final = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "openb"
-NODES: Final = "openb_node_list_gpu_node.csv"
 BASE_WORKLOAD: Final = "default"
 DEFAULT_FRACTIONS: Final = "0.05,0.15,0.25,0.35"
 POLICIES: Final = "fgd,stowage"
@@ -72,7 +70,7 @@ def generate(
 ) -> dict[tuple[str, int], Path]:
     """Write each constrained workload per seed; (label, seed) → its file."""
     src = trace_dir / f"openb_pod_list_{BASE_WORKLOAD}.csv"
-    pods, nodes = trace.load_pods(src), trace.load_nodes(trace_dir / NODES)
+    pods, nodes = trace.load_pods(src), trace.load_nodes(trace_dir / trace.OPENB_GPU_NODES)
     (out / "workloads").mkdir(parents=True, exist_ok=True)
     files = {}
     for family in families:
@@ -144,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     add("--out", type=Path, required=True, help="output directory")
     add("--seeds", default="42-51", help="seeds: 42-51, or 42,43,50")
     add("--jobs", type=int, default=2, help="parallel processes")
-    add("--trace", type=Path, default=DEFAULT_TRACE, help="directory of the openb lists")
+    add("--trace", type=Path, default=trace.OPENB, help="directory of the openb lists")
     add("--workloads", help="comma list of shared workloads (default: every one in --trace)")
     add("--families", help="comma list of constraint families (default: every one)")
     add("--fractions", default=DEFAULT_FRACTIONS, help="shares of GPU pods to constrain")
@@ -167,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{', '.join(rules[0]) or 'none'}; stowage: {', '.join(rules[1]) or 'none'}); "
                 "use --admission"
             )
-        nodes = args.trace / NODES
+        nodes = args.trace / trace.OPENB_GPU_NODES
         if not sum(n.gpus for n in trace.load_nodes(nodes)):
             raise TraceError(f"{nodes}: no node has a GPU")
         files = generate(args.trace, args.out, families, fractions, seeds)

@@ -18,6 +18,10 @@ from coordinator.state.cluster import MILLI_PER_GPU, NodeSpec
 from coordinator.state.podrequest import PodRequest
 
 MIB: Final = 2**20
+OPENB: Final = Path(__file__).resolve().parents[3] / "shared" / "traces" / "openb"
+"""Where the openb trace is kept: ``../shared/traces/openb/`` beside the repository."""
+OPENB_GPU_NODES: Final = "openb_node_list_gpu_node.csv"
+"""The trace's GPU nodes, in :data:`OPENB`: every workload of the trace runs on them."""
 NODE_COLUMNS: Final = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS: Final = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
