@@ -28,7 +28,11 @@ C_p CPU and M_p memory in pool p — each constraint holds for every feasible pl
   ⌊G_p / k⌋`` — such pods take distinct whole devices, so a node holds at most ⌊G_p/k⌋ of
   them (three 3-GPU pods do not fit an 8-GPU node, though 9 ≤ 8 · 8/3 in milli);
 - big pods per node, j = 1, 2, 3: ``Σ_{t: cpu_t > C_p/(j+1)} x ≤ j · N_p`` — a node holds
-  at most j pods each above 1/(j+1) of its CPU; the same for memory.
+  at most j pods each above 1/(j+1) of its CPU; the same for memory;
+- dual feasible functions, for each α in (0, 500] where one changes for a share of the
+  workload: ``Σ_t x · gpus_t · u_α(milli_t) ≤ 1000 · N_p · G_p``, u_α counting a share
+  above 1000 − α as a whole device and one below α as nothing — the shares one device
+  holds still add up to at most 1000 under u_α.
 
 The LP is solved with HiGHS (scipy's ``linprog``): a few hundred variables, milliseconds.
 """
