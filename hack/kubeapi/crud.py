@@ -242,7 +242,7 @@ def list_objects(cluster: Cluster, target: Target, query: Mapping[str, str]) -> 
     if query.get("continue"):
         start = _decode_continue(query["continue"])
         items = [o for o in items if _sort_key(o) > start]
-    limit = _int(query, "limit")
+    limit = errors.int_query(query, "limit")
     if 0 < limit < len(items):
         meta["continue"] = _encode_continue(_sort_key(items[limit - 1]), rv)
         meta["remainingItemCount"] = len(items) - limit
@@ -256,13 +256,6 @@ def list_objects(cluster: Cluster, target: Target, query: Mapping[str, str]) -> 
         "metadata": meta,
         "items": items,
     }
-
-
-def _int(query: Mapping[str, str], name: str) -> int:
-    try:
-        return int(query.get(name) or 0)
-    except ValueError as e:
-        raise errors.bad_request(f"{name}: Invalid value: {query[name]!r}") from e
 
 
 def _sort_key(obj: Obj) -> list[str]:

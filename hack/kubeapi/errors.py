@@ -8,6 +8,7 @@ message formats of ``k8s.io/apimachinery/pkg/api/errors``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -97,6 +98,15 @@ MODIFIED = (
 
 def bad_request(message: str) -> ApiError:
     return ApiError(status(400, "BadRequest", message))
+
+
+def int_query(query: Mapping[str, str], name: str) -> int:
+    """A whole-number query parameter (``limit``, ``timeoutSeconds``), 0 when absent;
+    anything else is a 400, as the apiserver answers it."""
+    try:
+        return int(query.get(name) or 0)
+    except ValueError as e:
+        raise bad_request(f"{name}: Invalid value: {query[name]!r}") from e
 
 
 def invalid(kind: str, name: str, causes: list[dict[str, str]], group: str = "") -> ApiError:

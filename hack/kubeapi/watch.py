@@ -84,7 +84,7 @@ async def stream(
         raise errors.bad_request(
             f'resourceVersion: Invalid value: "{raw_rv}": invalid resource version'
         )
-    timeout_s = float(query.get("timeoutSeconds") or cluster.watch_timeout_s)
+    timeout_s = float(errors.int_query(query, "timeoutSeconds") or cluster.watch_timeout_s)
     bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
     initial_events = query.get("sendInitialEvents") in ("true", "1")
     as_table = table.negotiate(request.headers.get("Accept", ""))

@@ -5,6 +5,8 @@ selector transitions, bookmarks, and a live stream over aiohttp that ends on shu
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 
 import aiohttp
 import pytest
@@ -194,3 +196,13 @@ async def test_a_live_stream_over_aiohttp_sees_writes_and_ends_on_shutdown():
             assert second["object"]["metadata"]["annotations"] == {"stowage.io/report": "v1"}
             await kube.stop()
             assert await response.content.read() == b""
+
+
+@pytest.mark.parametrize("timeout", ["abc", "1.5", "9" * 5000])
+def test_a_timeout_that_is_not_a_whole_number_is_a_400(kube, timeout):
+    # The Python client checks the type itself: asked by hand, as any other client may.
+    url = f"{kube.url}/api/v1/nodes?watch=1&timeoutSeconds={timeout}"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url, timeout=10)  # noqa: S310 - the emulator on 127.0.0.1
+    assert refused.value.code == 400
+    assert json.load(refused.value)["message"].startswith("timeoutSeconds: Invalid value")
