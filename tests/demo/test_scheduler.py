@@ -11,13 +11,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes.client import ApiClient, Configuration, CoreV1Api
 
 from coordinator.state.cluster import NodeSpec
 from coordinator.state.podrequest import PodRequest
 from hack.demo.httpjson import DemoError, JsonClient
 from hack.demo.schedcache import SchedulerCache
-from hack.demo.scheduler import WithExtender
+from hack.demo.scheduler import EXTENDER_WEIGHT, WithExtender
+from hack.demo.stack import ROOT
 from hack.demo.workload import node_fields, pod_object
 from hack.kubeapi import KubeApi
 
@@ -135,3 +137,10 @@ def test_an_extender_error_stops_the_demo_with_it(api, extender):
     extender.answers = {"filter": {"NodeNames": None, "Error": "boom"}}
     with pytest.raises(DemoError, match="boom"):
         schedule(api, extender, SchedulerCache(NODES))
+
+
+def test_the_extender_weight_is_the_one_the_shipped_configuration_gives():
+    config = ROOT / "daemonset" / "scheduler" / "kube-scheduler-config.yaml"
+    documents = [d for d in yaml.safe_load_all(config.read_text()) if d]
+    extenders = [e for d in documents for e in d.get("extenders", [])]
+    assert [e["weight"] for e in extenders] == [EXTENDER_WEIGHT]
