@@ -15,4 +15,8 @@ def _as_ctrl_c(signum: int, frame: object) -> None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, _as_ctrl_c)
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # while the trace was read: nothing was started yet
+        print("stopped", file=sys.stderr)
+        sys.exit(130)

@@ -133,6 +133,27 @@ def test_a_busy_api_port_is_one_error_line_and_exit_2(tmp_path):
     ]
 
 
+def test_stopped_while_it_reads_the_trace_it_says_so_without_a_traceback(tmp_path):
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    nodes = trace / "openb_node_list_gpu_node.csv"
+    os.mkfifo(nodes)  # reading it waits for a writer: the demo is held mid-read
+    args = [sys.executable, "-m", "hack.demo", "--trace", str(trace), "--out", str(tmp_path)]
+    # Should the demo never open it, a reader of our own ends the wait below after 60 s.
+    unblock = threading.Timer(60, lambda: os.close(os.open(nodes, os.O_RDONLY | os.O_NONBLOCK)))
+    unblock.start()
+    with (
+        subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=ENV
+        ) as proc,
+        open(nodes, "w"),  # returns once the demo has opened it to read
+    ):
+        unblock.cancel()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert (proc.returncode, err) == (130, "stopped\n")
+
+
 def _wait_for(lines: queue.Queue[str], text: str, timeout_s: float = 90) -> str:
     """Everything the process printed up to the first line containing ``text``."""
     seen = []
