@@ -136,7 +136,8 @@ def _ratio(mine: Sequence[float], theirs: Sequence[float]) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m hack.sim.robustness", description=__doc__.splitlines()[0]
+        prog="python -m hack.sim.robustness",
+        description=" ".join(__doc__.split("\n\n", 1)[0].split()),
     )
     add = parser.add_argument
     add("--out", type=Path, required=True, help="output directory")
