@@ -9,24 +9,11 @@ import re
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from cli import main as cli_main
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def stowage(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-        env={**(env or os.environ), "PYTHONPATH": str(REPO)},
-    )
+from tests.clirun import REPO, stowage
 
 
 def test_the_coordinator_outside_a_cluster_points_at_standalone_and_kubeconfig():

@@ -13,21 +13,8 @@ import pytest
 
 from common import codec
 from common.schema import NodeReport
+from tests.clirun import REPO, stowage
 from tests.hosts import FIXTURES
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def stowage(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-        env=env,
-    )
 
 
 def _psi_totals(path: Path) -> dict[str, int]:

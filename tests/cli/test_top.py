@@ -22,11 +22,11 @@ from aiohttp import web
 
 from cli import main as cli_main
 from cli import top
+from tests.clirun import REPO, stowage
 from tests.coordinator.integration import integration_rig as rig
 from tests.coordinator.integration.conftest import Start
 from tests.coordinator.nodeview.nodeview_rig import two_nodes
 
-REPO = Path(__file__).resolve().parents[2]
 HEADER = "NODE               MODEL        GPU  FULL   FRAG CONTIG  PSI-C  PSI-M THR    AGE"
 GPU_A = re.compile(
     r"gpu-a              A100       3\.0/4   50%   1500    94%   12\.5   12\.5   - +\d+s$"
@@ -144,18 +144,6 @@ async def test_watch_redraws_until_interrupted(api: rig.RecordingKubeApi, start:
         == "2 nodes, 0 stale, 0 throttled; most stalled (CPU or memory) first"
     )
     assert [row.split()[0] for row in second.splitlines()[2:]] == ["cpu-b", "gpu-a"]
-
-
-def stowage(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli.main", *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        check=False,
-    )
 
 
 def test_an_unreachable_coordinator_is_one_line_and_exit_2() -> None:
