@@ -4,7 +4,9 @@
 #                 kube-scheduler's default scoring; prints the summary and a plot's path, ends
 #                 by itself (make run ARGS=--keep stays up; ARGS=--help for the options)
 #   make test  -> creates .venv on first use, runs ruff, the import layer contracts
-#                 (.importlinter) and the test suite
+#                 (.importlinter), builds the real control plane when it is not built yet
+#                 (hack/cluster: minutes the first time, cached after) and runs the test
+#                 suite, the tier against that control plane included
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -12,7 +14,7 @@ BIN    := $(VENV)/bin
 IMAGE  ?= stowage
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 
-.PHONY: run test lint bench image clean
+.PHONY: run test lint bench image clean cluster
 
 $(BIN)/stowage: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +29,7 @@ test: $(BIN)/stowage
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
+	-$(BIN)/python -m hack.cluster build  # a failure is the real tier's to report
 	$(BIN)/python -m pytest -q
 
 lint: $(BIN)/stowage
@@ -36,6 +39,9 @@ lint: $(BIN)/stowage
 
 bench: $(BIN)/stowage
 	$(BIN)/python -m hack.bench.agent_cost
+
+cluster: $(BIN)/stowage
+	$(BIN)/python -m hack.cluster up $(ARGS)
 
 image:
 	docker build -t $(IMAGE):$(VERSION) .

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from hack.bench import colocation_rig as rig
+from hack.waiting import until
 
 POLL_S = 0.001
 HIGH_PCT = 5.0
@@ -92,9 +93,9 @@ def run_path(path: str, trials: int, interval_s: float) -> list[float]:
         cpu = rig.contended_cpu()
         workers.spawn(be, rig.BE_CODE, cpu)
         stack.start_agent(tree.root, interval_s=interval_s)
-        rig.until(lambda: stack.reports_accepted() >= 3, "the agent's reports accepted")
+        until(lambda: stack.reports_accepted() >= 3, "the agent's reports accepted")
         for _ in range(trials):
-            rig.until(lambda: unthrottled(be), "released", RELEASE_TIMEOUT_S)
+            until(lambda: unthrottled(be), "released", RELEASE_TIMEOUT_S)
             # A release arrives with a report's answer: start at a random phase of the
             # report cycle, not in step with it.
             time.sleep(random.uniform(0, interval_s))

@@ -31,7 +31,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,10 +38,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final, TypeVar
+
+from hack.ports import free_port
+from hack.waiting import until
 
 T = TypeVar("T")
 
@@ -299,25 +301,6 @@ class Meter:
             {u: (use1[u] - use0[u]) / 1e6 / span for u in use0},
             {u: (stall1[u] - stall0[u]) / 1e4 / span for u in stall0},
         )
-
-
-def until(check: Callable[[], T | None], what: str, timeout_s: float = 30.0) -> T:
-    """Poll ``check`` until it returns something truthy; raise naming ``what`` if it never does."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:g} s: {what}")
-        time.sleep(0.02)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def http(method: str, url: str, body: Any = None, content_type: str = "application/json") -> Any:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from hack.bench import colocation_rig as rig
+from hack.waiting import until
 from tests.realcgroup import RealCgroupTree
 
 WINDOW_S = 3.0
@@ -166,7 +167,7 @@ def test_ls_stall_throttles_be_to_its_quota_and_sigterm_restores_every_value(nod
     assert contended.stall_pct[node.ls.uid] >= 2 * HIGH_PCT, contended  # real contention
     node.start_agent()
 
-    quota_us = rig.until(node.throttled, "the BE pod's cpu.cfs_quota_us set", THROTTLE_WITHIN_S)
+    quota_us = until(node.throttled, "the BE pod's cpu.cfs_quota_us set", THROTTLE_WITHIN_S)
     period_us = int(node.be.read("cpu", "cpu.cfs_period_us"))
     quota_m = quota_us * 1000 / period_us
     assert quota_m == node.decided_quota_m()  # the coordinator's decision, exactly
@@ -190,10 +191,10 @@ def test_ls_stall_throttles_be_to_its_quota_and_sigterm_restores_every_value(nod
 def test_throttle_released_after_the_pressure_ends(node: Node) -> None:
     node.start_ls()
     node.start_agent()
-    rig.until(node.throttled, "the BE pod throttled", THROTTLE_WITHIN_S)
+    until(node.throttled, "the BE pod throttled", THROTTLE_WITHIN_S)
     node.workers.kill(node.ls)  # the LS load, and its stall, end
 
-    rig.until(lambda: node.inside() == node.before_inside, "every value back", RELEASE_WITHIN_S)
+    until(lambda: node.inside() == node.before_inside, "every value back", RELEASE_WITHIN_S)
     assert node.decided_quota_m() is None  # released by the coordinator: the node is fresh
     assert rig.changed(node.before_outside, node.outside()) == {}
 
@@ -202,20 +203,20 @@ def test_throttle_released_after_the_pressure_ends(node: Node) -> None:
 def test_coordinator_killed_mid_throttle_releases_it_within_the_ttl(node: Node) -> None:
     node.start_ls()
     node.start_agent()
-    rig.until(node.throttled, "the BE pod throttled", THROTTLE_WITHIN_S)
+    until(node.throttled, "the BE pod throttled", THROTTLE_WITHIN_S)
     node.stack.coordinator_process().kill()
     assert node.throttled()  # the last directive stands until its TTL ...
 
     # ... and not much longer: the TTL counts from the last directive heard, at most one
     # interval before the kill; one more interval for the agent to notice.
-    rig.until(lambda: node.inside() == node.before_inside, "released", TTL_S + 2 * INTERVAL_S)
+    until(lambda: node.inside() == node.before_inside, "released", TTL_S + 2 * INTERVAL_S)
     assert rig.changed(node.before_outside, node.outside()) == {}
 
 
 def test_sigkilled_agent_restores_every_value_it_changed_when_restarted(node: Node) -> None:
     node.start_ls()
     node.start_agent()
-    rig.until(node.throttled, "the BE pod throttled", THROTTLE_WITHIN_S)
+    until(node.throttled, "the BE pod throttled", THROTTLE_WITHIN_S)
     throttled = node.inside()
     node.stack.agent_process().kill()
     node.stack.agent_process().wait(10)
@@ -224,17 +225,17 @@ def test_sigkilled_agent_restores_every_value_it_changed_when_restarted(node: No
     node.stack.coordinator_process().kill()
 
     node.start_agent()
-    rig.until(lambda: node.inside() == node.before_inside, "restored on start-up", 10.0)
+    until(lambda: node.inside() == node.before_inside, "restored on start-up", 10.0)
     assert rig.changed(node.before_outside, node.outside()) == {}
 
 
 @pytest.mark.parametrize("node", [LOCAL_ONLY], indirect=True)
 def test_agent_tightens_alone_within_its_bounds_when_ls_stalls(node: Node) -> None:
     node.start_agent()
-    rig.until(lambda: node.stack.reports_accepted() >= 2, "the agent's reports accepted")
+    until(lambda: node.stack.reports_accepted() >= 2, "the agent's reports accepted")
     node.start_ls()
 
-    quota_us = rig.until(node.throttled, "the BE pod throttled by the agent", LOCAL_WITHIN_S)
+    quota_us = until(node.throttled, "the BE pod throttled by the agent", LOCAL_WITHIN_S)
     assert node.decided_quota_m() is None  # the coordinator has not throttled: the agent did
 
     def applied() -> dict[str, object] | None:
@@ -245,6 +246,6 @@ def test_agent_tightens_alone_within_its_bounds_when_ls_stalls(node: Node) -> No
             else None
         )
 
-    reported = rig.until(applied, "the local tightening reported")
+    reported = until(applied, "the local tightening reported")
     assert reported["be_cpu_quota_m"] * rig.PERIOD_US // 1000 == quota_us
     assert reported["local_actions"] >= 1

@@ -8,13 +8,11 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -22,6 +20,8 @@ import pytest
 
 from common import annotations as ann
 from hack.bench.colocation_rig import Lines
+from hack.ports import free_port
+from hack.waiting import until
 from tests.coordinator.integration.integration_rig import KUBECTL
 
 T = TypeVar("T")
@@ -29,24 +29,6 @@ ROOT = Path(__file__).resolve().parents[3]
 STOWAGE = [sys.executable, "-m", "cli.main"]
 NODE = "standalone-node"
 EXIT_S = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def until(check: Callable[[], T | None], what: str, timeout_s: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:g} s: {what}")
-        time.sleep(0.05)
 
 
 def http_get(url: str) -> tuple[int, str]:
