@@ -9,7 +9,11 @@
   score × weight × 10): 10 for the node the policy would pick, the rest scaled below.
   That node then counts the pod as *assumed* (until the pod watch says where it was
   bound, or ``kube.assumed_ttl_s``), so a burst of pods does not pile onto one node
-  between two watch events.
+  between two watch events. When the filter leaves a single node, kube-scheduler binds
+  there without asking prioritize, so the filter assumes the pod there itself (the real
+  kube-scheduler, left unassumed, had the next pods' filter see room that was gone and
+  overcommit GPU shares). A pod asked about again (a retry) first loses its own earlier
+  assumption, which must not stand in its way.
 * **Preempt** answers from the eviction planner: per candidate node, the cheapest subset
   of the victims kube-scheduler proposes that the rules allow (levels, budgets, no pod
   checkpointing now, no gang broken beyond the proposal) and after whose eviction
@@ -36,7 +40,8 @@ emptier, and nodes not yet listed pass; kube-scheduler's own fit checks ran befo
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 import numpy as np
 from aiohttp import web
@@ -72,7 +77,12 @@ HOST_PRIORITIES: Final = web.AppKey("host_priorities", wire.HostPriorityWriter)
 @endpoint("filter")
 async def filter_nodes(request: web.Request, services: Services) -> web.Response:
     args, pod = await _read_args(request, services)
+    uid = _uid(args.pod)
+    if uid:
+        services.cluster.unassume(uid)  # asked again: its earlier guess no longer holds
     result = services.cluster.filter(pod, args.names)
+    if len(result.passing) == 1 and uid:
+        services.cluster.assume(uid, pod, result.passing[0])  # no prioritize will follow
     if args.nodes is not None:
         passing = set(result.passing)
         items = [node for node, name in zip(args.nodes, args.names, strict=True) if name in passing]
@@ -88,13 +98,21 @@ async def filter_nodes(request: web.Request, services: Services) -> web.Response
 @endpoint("prioritize")
 async def prioritize_nodes(request: web.Request, services: Services) -> web.Response:
     args, pod = await _read_args(request, services)
+    uid = _uid(args.pod)
+    if uid:
+        services.cluster.unassume(uid)
     scores = services.cluster.prioritize_each(pod, args.names)
-    reply = json_bytes_reply(request.app[HOST_PRIORITIES].write(args.names, scores))
-    uid = (args.pod.get("metadata") or {}).get("uid")
     top = np.flatnonzero(scores == wire.MAX_EXTENDER_SCORE)
-    if len(top) and isinstance(uid, str) and uid:
+    reply = json_bytes_reply(request.app[HOST_PRIORITIES].write(args.names, scores))
+    if len(top) and uid:
         services.cluster.assume(uid, pod, args.names[int(top[0])])
     return reply
+
+
+def _uid(pod: Mapping[str, Any]) -> str:
+    """The pod's uid, or "" when it has none (nothing is assumed for such a pod)."""
+    uid = (pod.get("metadata") or {}).get("uid")
+    return uid if isinstance(uid, str) else ""
 
 
 async def _read_args(

@@ -195,6 +195,11 @@ class LiveCluster:
         (bounded: see :mod:`coordinator.live.holdings`)."""
         self.holdings.assume(self.state, uid, request, node, self.clock.monotonic())
 
+    def unassume(self, uid: str) -> None:
+        """Stop counting pod ``uid`` where it was assumed: kube-scheduler is asking about it
+        again (a retry), and its own guess must not stand in its way."""
+        self.holdings.unassume(self.state, uid)
+
     # ---------------------------------------------------------------- reports
 
     def apply_report(self, report: NodeReport, received_at: float | None = None) -> bool:

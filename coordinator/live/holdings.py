@@ -90,6 +90,12 @@ class Holdings:
             self.release(state, next(iter(self._assumed)))
         self._hold(state, uid, node, request, assumed_until=now + self.settings.assumed_ttl_s)
 
+    def unassume(self, state: ClusterState | None, uid: str) -> None:
+        """Forget pod ``uid``'s assumption, if it has one (a bound pod stays counted)."""
+        current = self.held.get(uid)
+        if current is not None and current.assumed_until is not None:
+            self.release(state, uid)
+
     def expire(self, state: ClusterState | None, now: float) -> None:
         """Release the assumptions whose deadline has come: the oldest first, stopping at
         the first one still running (deadlines are in assumption order)."""

@@ -175,6 +175,37 @@ async def test_prioritize_scores_every_node_0_to_10_and_assumes_the_pod_on_the_b
     assert held.assumed_until == rig.clock.monotonic() + 30.0
     assert rig.cluster.state is not None
     assert rig.cluster.state.cpu_free[rig.cluster.state.index["node-a"]] == 6000
+    # Asked again (a retry), the pod's own assumption on node-a does not count against
+    # it: the same scores, and it is assumed there once.
+    again = await rig.client.post(PRIORITIZE, json=body)
+    assert json.loads(await again.text(), object_pairs_hook=list)[1] == [
+        ("Host", "node-b"),
+        ("Score", 3),
+    ]
+    assert rig.cluster.state.cpu_free[rig.cluster.state.index["node-a"]] == 6000
+
+
+async def test_a_filter_leaving_one_node_assumes_the_pod_there(rig: Rig):
+    """kube-scheduler binds to the only feasible node without calling prioritize: the
+    next pod's filter must already see it there. The pod takes all of gpu-1."""
+    body = {"Pod": pod("60", "8Gi", gpus=8), "NodeNames": ["node-a", "gpu-1", "gpu-2"]}
+    status, reply = await rig.post(FILTER, body)
+    assert status == 200
+    assert reply["NodeNames"] == ["gpu-1"]
+    held = rig.cluster.held[POD_UID]
+    assert held.node == "gpu-1" and held.assumed_until is not None
+    # kube-scheduler asking again about the same pod (a retry) is not refused by its own
+    # assumption: gpu-1 still passes, and the pod is assumed there once.
+    assert (await rig.post(FILTER, body))[1]["NodeNames"] == ["gpu-1"]
+    assert rig.cluster.holdings.assumed_count == 1
+
+
+async def test_a_filter_leaving_several_nodes_assumes_nothing(rig: Rig):
+    body = {"Pod": pod(), "NodeNames": ["node-a", "node-b"]}
+    status, reply = await rig.post(FILTER, body)
+    assert status == 200
+    assert reply["NodeNames"] == ["node-a", "node-b"]
+    assert rig.cluster.held == {}
 
 
 async def test_unknown_nodes_score_0_and_nothing_is_assumed_without_a_10(rig: Rig):
