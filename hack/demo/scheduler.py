@@ -30,7 +30,7 @@ from hack.demo import kubescore
 from hack.demo.httpjson import DemoError, JsonClient
 from hack.demo.schedcache import SchedulerCache
 
-EXTENDER_WEIGHT: Final = 5
+EXTENDER_WEIGHT: Final = 20
 """The extender's ``weight`` in ``daemonset/scheduler/kube-scheduler-config.yaml``."""
 EXTENDER_PREFIX: Final = "/scheduler"
 

@@ -88,14 +88,14 @@ def busy_cache() -> SchedulerCache:
     return cache
 
 
-@pytest.mark.parametrize(("n2_score", "winner"), [(9, "n2"), (8, "n1")])
+@pytest.mark.parametrize(("n2_score", "winner"), [(10, "n2"), (9, "n1")])
 def test_the_extenders_weighted_score_is_added_to_kube_schedulers_own(
     api, extender, n2_score, winner
 ):
     # kube-scheduler's own: n0 and n2 (empty) 75 + 100 = 175; n1 (2 CPUs, 2 Gi taken):
     # least (25 + 50)//2 = 37, balanced 0.75 vs 0.5 -> 87 => 124.
-    # With the extender at weight 5: n0 175 + 0; n1 124 + 10*50 = 624; n2 175 + 9*50 = 625
-    # (n2 wins by one point), or 175 + 8*50 = 575 (n1 wins).
+    # With the extender at weight 20: n0 175 + 0; n1 124 + 10*200 = 2124; n2 175 + 10*200 =
+    # 2175 (n2 wins on kube-scheduler's own score), or 175 + 9*200 = 1975 (n1 wins).
     extender.answers = {
         "filter": {"NodeNames": ["n0", "n1", "n2"], "FailedNodes": {}, "Error": ""},
         "prioritize": [
