@@ -231,7 +231,6 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
         services.clock,
         settings.events,
         services.metrics,
-        namespace=settings.kube.namespace,
         instance=identity,
     )
     evictor = evictions.Evictor(app[API_CLIENT], elector.fence)

@@ -18,10 +18,10 @@ show it next to kubelet's own.
   ``[redacted]``) and are cut to :data:`MAX_MESSAGE` characters, the ``events.k8s.io``
   limit, before they leave the process.
 * **Where.** An Event about a namespaced object (a pod) goes to that object's namespace,
-  as the API server requires; one about a cluster-scoped object (a Node) goes to the
-  coordinator's own namespace (``kube.namespace``). The ClusterRole grants ``create`` on
-  Events in every namespace for the first case.
-  ``kubectl describe node`` searches every namespace, so it shows them.
+  one about a cluster-scoped object (a Node) to ``default``, as the API server requires
+  (it refuses a Node's Event elsewhere: "involvedObject.namespace: does not match
+  event.namespace") and as kubelet and client-go write them. The ClusterRole grants
+  ``create`` on Events in every namespace. ``kubectl describe node`` shows them.
 
 A failed write is logged once per kind of failure and counted; it never raises to the
 caller: a decision stands whether or not its notice could be written.
@@ -57,6 +57,8 @@ MAX_TRACKED: Final = 10_000
 """Most objects (and object-message pairs) remembered for rate limits and duplicates; the
 oldest is forgotten first, so made-up objects cannot grow the recorder without bound."""
 
+CLUSTER_SCOPED_NAMESPACE: Final = "default"
+"""Where Events about cluster-scoped objects go (the only namespace the API server takes)."""
 _REASON: Final = re.compile(r"[A-Z][A-Za-z0-9]*")
 _SECRETS: Final = (
     re.compile(r"(?i)\bbearer\s+[^\s,;]+"),
@@ -132,7 +134,6 @@ class EventRecorder:
         settings: EventSettings,
         metrics: CoordinatorMetrics,
         *,
-        namespace: str,
         instance: str = "",
     ) -> None:
         self._api = api
@@ -140,7 +141,6 @@ class EventRecorder:
         self._clock = clock
         self._settings = settings
         self._metrics = metrics
-        self._namespace = namespace
         self._instance = instance
         self._bucket = TokenBucket(settings.max_per_s, settings.burst)
         self._per_object: dict[tuple[str, str, str], TokenBucket] = {}
@@ -201,7 +201,7 @@ class EventRecorder:
 
         wall = self._clock.wall()
         at = dt.datetime.fromtimestamp(wall, dt.UTC)
-        namespace = ref.namespace or self._namespace
+        namespace = ref.namespace or CLUSTER_SCOPED_NAMESPACE
         # client-go names Events "<object>.<unique hex>"; the serial keeps two Events of one
         # instant apart.
         name = f"{ref.name}.{int(wall * 1e9):x}{serial:x}"

@@ -103,5 +103,19 @@ def validate(res: Resource, obj: Mapping[str, Any]) -> None:
                 "FieldValueTooLong",
             )
         )
+    if res.plural == "events" and not res.group:
+        causes.extend(_event_namespace(obj))
     if causes:
         raise errors.invalid(res.kind, name, causes, res.group)
+
+
+def _event_namespace(event: Mapping[str, Any]) -> list[dict[str, str]]:
+    """A core/v1 Event lives in its object's namespace; one about a cluster-scoped object
+    (a Node) in ``default`` (or none), as the API server's ``legacyValidateEvent`` holds."""
+    namespace = (event.get("metadata") or {}).get("namespace") or ""
+    involved = str((event.get("involvedObject") or {}).get("namespace") or "")
+    if involved == "" and namespace in ("", "default"):
+        return []
+    if involved == namespace:
+        return []
+    return [_cause("involvedObject.namespace", involved, "does not match event.namespace")]

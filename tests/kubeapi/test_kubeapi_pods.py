@@ -91,6 +91,27 @@ def test_events_are_stored_and_listed(kube, core):
     assert core.list_event_for_all_namespaces(field_selector="reason=Other").items == []
 
 
+@pytest.mark.parametrize(
+    ("namespace", "involved"), [("stowage-system", None), ("default", "ml")], ids=["node", "pod"]
+)
+def test_an_event_outside_its_objects_namespace_is_invalid(kube, core, namespace, involved):
+    """As the API server has it (seen refused by kube-apiserver 1.37): a Node's Event only
+    in default, a pod's only in the pod's namespace."""
+    kube.add_namespace(namespace)
+    kind = "Node" if involved is None else "Pod"
+    event = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(name="x.1"),
+        involved_object=client.V1ObjectReference(kind=kind, name="x", namespace=involved),
+        reason="Throttled",
+        message="m",
+        type="Normal",
+    )
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_event(namespace, event)
+    assert refused.value.status == 422
+    assert "does not match event.namespace" in status_of(refused.value)["message"]
+
+
 def test_pod_disruption_budgets_list_and_read(kube, api_client):
     kube.add_pdb(
         "web-pdb",

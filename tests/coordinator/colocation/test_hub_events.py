@@ -45,7 +45,6 @@ def recorder(kube: KubeApi) -> Iterator[EventRecorder]:
             clock,
             EventSettings(),
             CoordinatorMetrics(),
-            namespace=NAMESPACE,
         )
 
 
@@ -69,7 +68,7 @@ async def test_each_change_is_an_event_on_its_node(kube: KubeApi, recorder: Even
     hub.pending.append(("w1", change(None, Change.RELEASED, "no fresh report: released")))
     task = asyncio.create_task(write_events(hub, recorder, leader, period_s=0.01))
     try:
-        await until(lambda: len(kube.store.list(EVENTS, NAMESPACE)[0]) == 2)
+        await until(lambda: len(kube.store.list(EVENTS, "default")[0]) == 2)
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -82,7 +81,7 @@ async def test_each_change_is_an_event_on_its_node(kube: KubeApi, recorder: Even
             e["involvedObject"]["kind"],
             e["involvedObject"]["name"],
         )
-        for e in kube.store.list(EVENTS, NAMESPACE)[0]
+        for e in kube.store.list(EVENTS, "default")[0]
     )
     assert found == [
         (
@@ -114,10 +113,10 @@ async def test_a_follower_writes_no_event_and_drops_its_changes(
         # Taking over later: the follower-time change is not told as if it were new.
         leader.set()
         hub.pending.append(("w2", change(3000, Change.TIGHTENED, "tightened")))
-        await until(lambda: len(kube.store.list(EVENTS, NAMESPACE)[0]) == 1)
+        await until(lambda: len(kube.store.list(EVENTS, "default")[0]) == 1)
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    [event] = kube.store.list(EVENTS, NAMESPACE)[0]
+    [event] = kube.store.list(EVENTS, "default")[0]
     assert event["involvedObject"]["name"] == "w2"

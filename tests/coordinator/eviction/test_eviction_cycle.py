@@ -50,7 +50,6 @@ class CycleRig:
         evictor = Evictor(self.client, fence)
         recorder = EventRecorder(
             client.CoreV1Api(self.client), fence, self.clock, EventSettings(), metrics,
-            namespace="stowage-system",
         )  # fmt: skip
         self.log = DecisionLog()
         executor = Executor(

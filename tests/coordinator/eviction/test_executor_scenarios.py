@@ -43,7 +43,6 @@ class Rig:
         self.metrics = CoordinatorMetrics()
         events = EventRecorder(
             client.CoreV1Api(self.client), fence, self.clock, EventSettings(), self.metrics,
-            namespace="stowage-system",
         )  # fmt: skip
         self.log = DecisionLog()
         self.executor = Executor(
