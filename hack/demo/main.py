@@ -97,6 +97,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--out", type=Path, default=None, help="where to write files (default: a new temp dir)"
     )
+    parser.add_argument(
+        "--cluster",
+        choices=("emulator", "real"),
+        default="emulator",
+        help="emulator (default): the API emulator, nothing to build; real: a real control"
+        " plane and the real kube-scheduler, built from source on first use (minutes)",
+    )
     args = parser.parse_args(argv)
     if not args.nodes > 0:
         parser.error(f"--nodes {args.nodes}: must be positive")
@@ -121,6 +128,19 @@ def main(argv: Sequence[str] | None = None, clock: Clock | None = None) -> int:
     except (TraceError, OSError) as e:
         print(f"stowage demo: error: {e}", file=sys.stderr)
         return 2
+    if args.cluster == "real":
+        from hack.cluster.build import BuildError
+        from hack.cluster.controlplane import ControlPlaneError
+        from hack.demo import realcluster
+
+        try:
+            return realcluster.run(args, nodes, workload, ARRIVED_PCT)
+        except (BuildError, ControlPlaneError, TimeoutError) as e:
+            print(f"stowage demo: error: {e}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("stopped", file=sys.stderr)
+            return 0
     try:
         return _run(args, nodes, workload, clock or SystemClock())
     except Refused as e:
