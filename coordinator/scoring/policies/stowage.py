@@ -45,8 +45,6 @@ points where its GPUs can all talk over NVLink (and loses them where none can).
 
 from __future__ import annotations
 
-import functools
-import itertools
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
@@ -56,14 +54,13 @@ import numpy as np
 import numpy.typing as npt
 
 from common.errors import ConfigError
-from coordinator.scoring import admission
+from coordinator.scoring import admission, linkedgpus
 from coordinator.scoring.base import Policy
 from coordinator.scoring.fragmentation import Fragmentation
 from coordinator.scoring.policies.fgd import after_take
 from coordinator.scoring.workload import WorkloadModel
 from coordinator.state.cluster import ClusterState, Placement
 from coordinator.state.podrequest import PodRequest
-from coordinator.state.signals import Links
 
 NAME: Final = "stowage"
 _FIRST_RELEARN: Final = 64
@@ -216,7 +213,7 @@ class Stowage(Policy):
         links = state.gpu_links[i]
         if links is None or pod.gpus < 2:
             return free[: pod.gpus]
-        return best_linked(free, pod.gpus, links)
+        return linkedgpus.best_linked(free, pod.gpus, links)
 
     def _live(
         self, state: ClusterState, nodes: npt.NDArray[np.int64], pod: PodRequest
@@ -354,18 +351,3 @@ class Stowage(Policy):
 
 def _model(state: ClusterState, i: int) -> str:
     return state.models[state.model_id[i]]
-
-
-@functools.lru_cache(maxsize=4096)
-def best_linked(free: tuple[int, ...], count: int, links: Links) -> tuple[int, ...]:
-    """The ``count`` free devices with the most NVLinks among them (lowest indices on ties).
-
-    Memoised: nodes of one kind have the same link matrix and the same few sets of free
-    devices, and trying every combination of 4 of 8 devices is 70 × 6 lookups."""
-    best: tuple[int, ...] = tuple(free[:count])
-    best_links = -1
-    for combo in itertools.combinations(free, count):
-        total = sum(links[a][b] for k, a in enumerate(combo) for b in combo[k + 1 :])
-        if total > best_links:
-            best, best_links = combo, total
-    return best
