@@ -21,7 +21,7 @@ import numpy.typing as npt
 from coordinator.config import EvictionSettings
 from coordinator.eviction.view import ClusterView, given_back
 from coordinator.live.decisions import judge
-from coordinator.scoring import capacity
+from coordinator.scoring import capacity, livefilters
 from coordinator.state.podfacts import PodFacts
 
 
@@ -416,9 +416,12 @@ def _search(
     node still in the running becomes a row of a what-if state, and one call of the
     filter judges them all. A node leaves the running once the size passes its best set's
     victims (or, overall, the best set's anywhere), or its candidates run out; sizes below
-    what its candidates could possibly free are skipped."""
+    what its candidates could possibly free are skipped. Nodes the live signals refuse
+    the pod on are left out first: what-if states keep those signals, so every set there
+    would be refused (:func:`coordinator.scoring.livefilters.signal_refusals`)."""
     view = rules.view
     request = pod.request
+    rows = rows[~livefilters.signal_refusals(view.state, request, rows, view.signals)]
     room = capacity.room(view.state, request, rows)
     short = np.stack(
         [
