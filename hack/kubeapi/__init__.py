@@ -11,10 +11,10 @@ one that runs in a cluster, with the official ``kubernetes`` client and ``kubect
 * ``fieldValidation`` (Ignore, Warn by default, Strict) on every write: unknown fields are
   dropped, warned about or refused as the apiserver's decoder does; bodies in JSON, YAML,
   or protobuf for what kubectl's typed clients create (namespaces, PDBs);
-* nodes, pods, namespaces, events, leases and PodDisruptionBudgets: list (label and field
-  selectors, pagination), watch, get, create, PUT, PATCH (merge, strategic merge, JSON
-  patch), delete, with one global resourceVersion counter, 409 on stale resourceVersions
-  and ``/status`` subresources;
+* nodes, pods, namespaces, events, ConfigMaps, leases and PodDisruptionBudgets: list
+  (label and field selectors, pagination), watch, get, create, PUT, PATCH (merge,
+  strategic merge, JSON patch), delete, with one global resourceVersion counter, 409 on
+  stale resourceVersions and ``/status`` subresources;
 * watches replaying a bounded change history, with 410 Expired once it has moved on;
 * ``pods/eviction`` with the PodDisruptionBudget rules (201, 429, 500, dry run);
 * ``pods/binding`` and ``bindings`` as a scheduler binds (201, 409 when already bound), and

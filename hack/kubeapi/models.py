@@ -22,8 +22,8 @@ from hack.kubeapi.resources import Resource
 @dataclass(frozen=True, slots=True)
 class Type:
     """A field's type: a primitive (``str``, ``int``, ``bool``, ``float``, ``datetime``,
-    ``date``, ``object`` for anything such as int-or-string), a model, or a list or
-    string-keyed map of a type."""
+    ``date``, ``bytes`` (base64 in JSON), ``object`` for anything such as int-or-string), a
+    model, or a list or string-keyed map of a type."""
 
     kind: str  # "primitive", "model", "list" or "map"
     name: str = ""  # the primitive's or the model class's name
@@ -38,7 +38,7 @@ class Field:
     required: bool
 
 
-PRIMITIVES = frozenset({"str", "int", "float", "bool", "datetime", "date", "object"})
+PRIMITIVES = frozenset({"str", "int", "float", "bool", "datetime", "date", "bytes", "object"})
 _CONTAINER = re.compile(r"^(List|Dict)\[(?:str, )?(.+)\]$")
 _VERSION_PREFIX = re.compile(r"^(?:Core|Events)?V\d+(?:(?:alpha|beta)\d+)?(?=[A-Z])")
 

@@ -52,6 +52,7 @@ PRIMITIVES: dict[str, Schema] = {
     "bool": {"type": "boolean"},
     "datetime": {"type": "string", "format": "date-time"},
     "date": {"type": "string", "format": "date"},
+    "bytes": {"type": "string", "format": "byte"},  # ConfigMap binaryData, base64
     "object": {"x-kubernetes-preserve-unknown-fields": True},  # int-or-string, raw objects
 }
 PATCH = "io.k8s.apimachinery.pkg.apis.meta.v1.Patch"

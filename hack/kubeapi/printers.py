@@ -265,6 +265,14 @@ def _lease(lease: Obj, now: float) -> list[Cell]:
     ]
 
 
+def _configmap(cm: Obj, now: float) -> list[Cell]:
+    return [
+        cm["metadata"]["name"],
+        len(cm.get("data") or {}) + len(cm.get("binaryData") or {}),
+        _since(cm["metadata"].get("creationTimestamp"), now),
+    ]
+
+
 def _event(event: Obj, now: float) -> list[Cell]:
     first = _since(event.get("firstTimestamp") or event.get("eventTime"), now)
     last = _since(event["lastTimestamp"], now) if event.get("lastTimestamp") else first
@@ -350,6 +358,14 @@ PRINTERS: dict[str, Printer] = {
     ),
     "Namespace": Printer(
         (NAME, Column("Status", doc="The status of the namespace"), AGE), _namespace
+    ),
+    "ConfigMap": Printer(
+        (
+            NAME,
+            Column("Data", type="integer", doc=("V1ConfigMap", "data")),
+            AGE,
+        ),
+        _configmap,
     ),
     "Lease": Printer((NAME, Column("Holder", doc=("V1LeaseSpec", "holderIdentity")), AGE), _lease),
     "Event": Printer(

@@ -120,6 +120,7 @@ EVENTS = Resource(
     ),
     create_on_update=True,
 )
+CONFIGMAPS = Resource("", "v1", "configmaps", "configmap", "ConfigMap", True, short_names=("cm",))
 LEASES = Resource(
     "coordination.k8s.io", "v1", "leases", "lease", "Lease", True, create_on_update=True
 )
@@ -154,6 +155,7 @@ RESOURCES: tuple[Resource, ...] = (
     PODS,
     NAMESPACES,
     EVENTS,
+    CONFIGMAPS,
     BINDINGS,
     LEASES,
     PDBS,
