@@ -14,7 +14,14 @@ Three sources, in this order (DESIGN §3, "fail safe"):
    defaults.
 
 BE pods are the directive's ``be_pods`` joined with the last pods section (a UID the
-section does not know yet is skipped until it does). The watch covers the other pods'
+section does not know yet is skipped until it does), each checked again against
+:mod:`common.qos` by the agent's own view of it: the agent throttles only pods *it* sees as
+best-effort, never a system pod (static or mirror, ``kube-system``, a ``system-*-critical``
+class, priority ≥ 2,000,000,000) nor a Guaranteed or otherwise latency-sensitive one,
+whatever a directive says (directives travel over plain HTTP by default). A refused pod is
+logged once with the reason, counted per directive in
+``stowage_agent_directive_refusals_total{reason}`` and reported in the enforcement's ``error``;
+the directive's other pods are still throttled. The watch covers the other pods'
 ``cpu.pressure`` in the cgroup2 tree, BestEffort pods excepted: the latency-sensitive ones.
 
 :meth:`BeThrottle.refresh` runs after every accepted report (re-asserting the quota:
@@ -28,14 +35,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Final, Protocol
+
+from msgspec import structs
 
 from agent import cgroups
 from agent.enforcer import Applied, BePod
+from agent.metrics import AgentMetrics
 from agent.pressurewatch import POLL_S, PressureWatch, WatchSpec
+from common import qos
 from common.clock import Clock
-from common.schema import Directives, Enforcement, PodInfo, PodsSection
+from common.schema import MAX_TEXT, Directives, Enforcement, PodInfo, PodsSection
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +56,19 @@ TICK_S: Final = 1.0
 
 DirectivesSource = Callable[[], Directives | None]
 """The latest directives while their TTL lasts, else None (``Reporter.current_directives``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A pod a directive named best-effort that this node will not throttle."""
+
+    uid: str
+    pod: str
+    """``namespace/name``."""
+    kind: str
+    """``system`` or ``latency-sensitive`` (the metric's reason label)."""
+    reason: str
+    """Why, in words."""
 
 
 class EnforcerLike(Protocol):
@@ -65,8 +90,10 @@ class BeThrottle:
         layout: cgroups.CgroupLayout | None = None,
         *,
         poll_s: float = POLL_S,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         self._enforcer = enforcer
+        self._metrics = metrics
         self._clock = clock
         self._directives = directives
         self._layout = layout
@@ -80,6 +107,8 @@ class BeThrottle:
         """The last (quota, source, pods) handed to the enforcer."""
         self._wake = asyncio.Event()
         self._last_error: str | None = None
+        self._refused: tuple[Refusal, ...] = ()
+        """The pods the directive in force names BE and this node refuses to throttle."""
 
     # ----------------------------------------------------------------- inputs
 
@@ -91,6 +120,9 @@ class BeThrottle:
     def directives_arrived(self) -> None:
         """A report was accepted with directives: decide again (and re-assert)."""
         self.refresh(reassert=True)
+        if self._metrics is not None:
+            for refusal in self._refused:
+                self._metrics.directive_refusals.labels(refusal.kind).inc()
 
     def on_pressure(self, _path: object, _share: float) -> None:
         """An LS pod's stall crossed the bounds' threshold: tighten BE now, within them."""
@@ -114,7 +146,8 @@ class BeThrottle:
         now = self._clock.monotonic()
         if d is None:
             self._local_until = self._local_quota = None
-            self._set_watch(None)
+            self._refused = ()
+            self._set_watch(None, frozenset())
             if self._decided != (None, "default", ()) or reassert:
                 self._decided = (None, "default", ())
                 self._report(self._enforcer.restore_all())
@@ -125,8 +158,9 @@ class BeThrottle:
             or (d.be_cpu_quota_m is not None and d.be_cpu_quota_m <= (self._local_quota or 0))
         ):
             self._local_until = self._local_quota = None  # lapsed, withdrawn or confirmed
-        be_pods = self._be_pods(d)
-        self._set_watch(d)
+        be_pods, refused = admit(d.be_pods, self._pods)
+        self._note_refusals(refused)
+        self._set_watch(d, frozenset(p.uid for p in be_pods))
         if self._local_until is not None:
             decision = (self._local_quota, "local", be_pods)
         else:
@@ -138,8 +172,14 @@ class BeThrottle:
         self._report(self._enforcer.apply(quota, list(pods), source))
 
     def status(self) -> Enforcement:
-        """What the enforcer has applied now, for this cycle's report."""
-        return self._enforcer.current()
+        """What the enforcer has applied now, for this cycle's report; the pods refused
+        are told in its ``error`` (the channel the coordinator shows in /debug)."""
+        applied = self._enforcer.current()
+        if not self._refused:
+            return applied
+        told = "refused: " + "; ".join(f"{r.pod} (uid {r.uid}) {r.reason}" for r in self._refused)
+        error = told if applied.error is None else f"{applied.error}; {told}"
+        return structs.replace(applied, error=error[:MAX_TEXT])
 
     def next_deadline(self) -> float:
         """Seconds until a decision may change without any input (hold end, or the tick)."""
@@ -170,21 +210,25 @@ class BeThrottle:
 
     # -------------------------------------------------------------- internals
 
-    def _be_pods(self, d: Directives) -> tuple[BePod, ...]:
-        known = {p.uid: p for p in self._pods.pods} if self._pods is not None else {}
-        return tuple(
-            BePod(uid, known[uid].qos_class, known[uid].requests.cpu_m)
-            for uid in sorted(set(d.be_pods))
-            if uid in known
-        )
+    def _note_refusals(self, refused: tuple[Refusal, ...]) -> None:
+        """Log each refusal once, when it first appears (directives repeat every report)."""
+        seen = set(self._refused)
+        for refusal in refused:
+            if refusal not in seen:
+                log.warning(
+                    "directive: refused to throttle %s (uid %s), named best-effort: %s",
+                    refusal.pod,
+                    refusal.uid,
+                    refusal.reason,
+                )
+        self._refused = refused
 
-    def _set_watch(self, d: Directives | None) -> None:
+    def _set_watch(self, d: Directives | None, be: frozenset[str]) -> None:
         if self.watch is None or self._layout is None:
             return
         if d is None or d.local is None or self._pods is None:
             self.watch.watch(None)
             return
-        be = set(d.be_pods)
         paths = tuple(
             psi / "cpu.pressure"
             for p in self._pods.pods
@@ -201,6 +245,42 @@ class BeThrottle:
         self._last_error = applied.error
 
 
-def _latency_sensitive(pod: PodInfo, be: set[str]) -> bool:
-    """Not a BE pod by the directive, and not a BestEffort pod by QoS class."""
+def admit(
+    named: Iterable[str], pods: PodsSection | None
+) -> tuple[tuple[BePod, ...], tuple[Refusal, ...]]:
+    """The pods of ``named`` (a directive's BE UIDs) this node agrees are best-effort, by
+    :mod:`common.qos` over its own pods section, and those it refuses. A UID the section
+    does not know is in neither: skipped until the section shows it."""
+    known = {p.uid: p for p in pods.pods} if pods is not None else {}
+    admitted: list[BePod] = []
+    refused: list[Refusal] = []
+    for uid in sorted(set(named)):
+        pod = known.get(uid)
+        if pod is None:
+            continue
+        refusal = _refusal(pod)
+        if refusal is None:
+            admitted.append(BePod(uid, pod.qos_class, pod.requests.cpu_m))
+        else:
+            refused.append(refusal)
+    return tuple(admitted), tuple(refused)
+
+
+def _refusal(pod: PodInfo) -> Refusal | None:
+    """Why this node will not throttle ``pod``; None when it is best-effort here too."""
+    kind = qos.classify(pod, qos.LABEL)
+    if kind is qos.BE:
+        return None
+    name = f"{pod.namespace}/{pod.name}"
+    if kind is qos.SYSTEM:
+        return Refusal(pod.uid, name, "system", f"is a system pod: {qos.system_reason(pod)}")
+    said = [f"{k}={pod.labels[k]}" for k in (qos.LABEL, qos.KOORDINATOR_LABEL) if k in pod.labels]
+    labels = f"labelled {', '.join(said)}" if said else "no BE label"
+    return Refusal(
+        pod.uid, name, "latency-sensitive", f"is latency-sensitive: {pod.qos_class}, {labels}"
+    )
+
+
+def _latency_sensitive(pod: PodInfo, be: frozenset[str]) -> bool:
+    """Not a BE pod this node throttles, and not a BestEffort pod by QoS class."""
     return pod.uid not in be and pod.qos_class != "BestEffort" and pod.phase == "Running"

@@ -28,6 +28,11 @@ Where (layout names in :mod:`agent.cgroups`):
   no pod gets less than the kernel's minimum of 1 ms per period (so the pods' quotas may
   add up to slightly more than the total when many are tiny).
 
+Which pods are BE is :mod:`agent.colocation`'s to decide (by :mod:`common.qos`); the
+enforcer itself still touches only BestEffort and Burstable pods, whose cgroups sit in the
+besteffort and burstable trees: a Guaranteed pod's (directly under kubepods) is never
+written, whoever asks.
+
 Kernel facts relied on:
 
 - A v1 cgroup's quota/period may not exceed its parent's, checked over the whole subtree on
@@ -76,6 +81,8 @@ _QUOTA_FILES: Final = frozenset({"cpu.cfs_quota_us", "cpu.max"})
 _MAX_DEPTH: Final = 4
 """How deep below a throttled cgroup descendants are clamped (pod → container is 1)."""
 _ERROR_CHARS: Final = 4000
+_THROTTLED_CLASSES: Final = frozenset({"BestEffort", "Burstable"})
+"""QoS classes whose pods the enforcer may throttle (their cgroups' QoS trees)."""
 
 
 class RefusedPath(Exception):
@@ -119,13 +126,21 @@ class Enforcer:
     """Applies, verifies, journals and restores the BE CPU quota on one node.
 
     Thread-safe: the agent's report loop and its fast path may call it concurrently.
+    ``exclusive`` claims the journal first (:meth:`agent.journal.Journal.claim`; raising
+    JournalBusyError or JournalError) and holds it until :meth:`close`: what the agent
+    does; tests of the enforcer alone leave it off.
     """
 
-    def __init__(self, layout: CgroupLayout, journal_path: Path, clock: Clock) -> None:
-        self._layout = layout
+    def __init__(
+        self, layout: CgroupLayout, journal_path: Path, clock: Clock, *, exclusive: bool = False
+    ) -> None:
+        self.layout = layout
+        """The pods tree it writes in."""
         self._tree = layout.pods_dir(None, "cpu")
         self._v2 = layout.version == 2
         self._journal = Journal(journal_path)
+        if exclusive:
+            self._journal.claim()
         self._clock = clock
         self._lock = threading.Lock()
         self._quota_m: int | None = None
@@ -191,6 +206,10 @@ class Enforcer:
             log.warning("enforcer: restoring %d cgroup values left by a previous run", left)
         return self.restore_all()
 
+    def close(self) -> None:
+        """Give the journal up (the values stay as they are: restore first)."""
+        self._journal.release()
+
     def current(self) -> Enforcement:
         """What is applied now, for the report."""
         with self._lock:
@@ -216,8 +235,13 @@ class Enforcer:
         found: list[tuple[BePod, Path]] = []
         missing: list[str] = []
         for pod in be_pods:
-            path = self._layout.pod_dir(pod.qos_class, pod.uid, "cpu")
-            if path is None:
+            path = self.layout.pod_dir(pod.qos_class, pod.uid, "cpu")
+            if pod.qos_class not in _THROTTLED_CLASSES:
+                problems.append(
+                    f"pod uid {pod.uid[:80]!r}: QoS class {pod.qos_class[:40]!r} is not"
+                    " BestEffort or Burstable, not touched"
+                )
+            elif path is None:
                 problems.append(f"pod uid {pod.uid[:80]!r}: not a Kubernetes UID, not touched")
             elif path.is_dir():
                 found.append((pod, path))
@@ -225,7 +249,7 @@ class Enforcer:
                 missing.append(pod.uid)
         if not found:
             return "none", [], missing, problems
-        parent = self._layout.pods_dir("besteffort", "cpu")
+        parent = self.layout.pods_dir("besteffort", "cpu")
         if all(p.qos_class == "BestEffort" for p, _ in found) and _only_these_pods(
             parent, {path.name for _, path in found}
         ):

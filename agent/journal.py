@@ -5,10 +5,16 @@ the first write to its file and dropped once the file holds it again, so a resta
 SIGKILL knows exactly what to put back. Each save is atomic (a temporary file, fsync,
 rename, fsync of the directory): a crash leaves either the old or the new journal, never
 half of one. An empty journal is removed rather than saved.
+
+One agent at a time: the agent that restores or enforces first *claims* the journal, an
+exclusive ``flock(2)`` on ``.<name>.lock`` beside it that the kernel releases when the
+process ends, however it ends (SIGKILL included). A second agent on the node (a hand-run
+``--once`` beside the DaemonSet's) finds it held and leaves the values to their owner.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -20,7 +26,11 @@ _MAX_BYTES: Final = 4 << 20
 
 
 class JournalError(Exception):
-    """The journal on disk cannot be read; its originals are unknown."""
+    """The journal on disk cannot be read or claimed; its originals are unknown."""
+
+
+class JournalBusyError(JournalError):
+    """Another live process (agent) holds the journal."""
 
 
 class Journal:
@@ -29,6 +39,33 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._originals: dict[str, str] = {}
+        self._claim: int | None = None
+        """The descriptor holding the lock while this process claims the journal."""
+
+    def claim(self) -> None:
+        """Hold the journal for this process until :meth:`release` or its end.
+
+        Raises JournalBusyError when another process holds it, JournalError when the lock
+        file cannot be made (a read-only directory).
+        """
+        lock = self.path.with_name(f".{self.path.name}.lock")
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as e:
+            raise JournalError(f"journal {self.path}: cannot lock: {e.strerror or e}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            raise JournalBusyError(f"journal {self.path}: held by another agent") from e
+        self._claim = fd
+
+    def release(self) -> None:
+        """Give the journal up (the lock goes with the descriptor)."""
+        if self._claim is not None:
+            os.close(self._claim)
+            self._claim = None
 
     def load(self) -> None:
         """Read the journal left on disk (none: empty). Raises JournalError when damaged."""

@@ -4,6 +4,8 @@
 window apart, so the report carries rates too). Otherwise the agent loops: collect all
 sections concurrently, hand the report to the reporter (which keeps only the newest
 one while the coordinator is away), sleep interval × (1 ± jitter), repeat until SIGTERM.
+Either way, every start first puts back any cgroup value a killed predecessor left changed
+(:mod:`agent.recovery`), with or without ``--enforce``.
 """
 
 from __future__ import annotations
@@ -18,14 +20,13 @@ import random
 import signal
 import socket
 import sys
-from pathlib import Path
 from typing import Any, BinaryIO
 
-from agent import cgroups, registry
 from agent import metrics as agent_metrics
+from agent import recovery, registry
 from agent.collectors.base import Collector, Runner
 from agent.collectors.pods import PodsCollector
-from agent.colocation import BeThrottle, DirectivesSource
+from agent.colocation import BeThrottle
 from agent.enforcer import Enforcer
 from agent.fanout import FanOutReporter
 from agent.hostpaths import HostPaths
@@ -265,8 +266,10 @@ async def _serve(
     clock: Clock,
     metrics: AgentMetrics,
     metrics_at: tuple[str, int] | None,
+    enforcer: Enforcer | None,
 ) -> int:
-    """Loop mode: the reporter, and with ``--enforce`` the colocation side wired to it."""
+    """Loop mode: the reporter, and with an ``enforcer`` (``--enforce``) the colocation side
+    wired to it."""
     reporter: Reporter | FanOutReporter
 
     def hook() -> None:
@@ -287,29 +290,11 @@ async def _serve(
             clock=clock,
             on_directives=hook,
         )
-    if settings.enforcer.enabled:
-        agent.throttle = start_enforcing(settings, clock, reporter.current_directives)
-    return await run_loop(agent, reporter, random.Random(), metrics_at)
-
-
-def start_enforcing(
-    settings: AgentSettings, clock: Clock, directives: DirectivesSource
-) -> BeThrottle | None:
-    """The enforcer over this node's pods tree, after restoring what a previous run left.
-
-    None (and a warning) where there is no kubepods tree: nothing to enforce on.
-    """
-    layout = cgroups.detect(settings.paths.cgroup)
-    if layout is None:
-        log.warning(
-            "--enforce: no kubepods cgroup tree under %s; not enforcing", settings.paths.cgroup
+    if enforcer is not None:
+        agent.throttle = BeThrottle(
+            enforcer, clock, reporter.current_directives, enforcer.layout, metrics=metrics
         )
-        return None
-    enforcer = Enforcer(layout, Path(settings.enforcer.journal), clock)
-    recovered = enforcer.recover()  # a crashed or SIGKILLed predecessor's changes
-    if recovered.error:
-        log.error("enforcer: restoring the previous run's values: %s", recovered.error)
-    return BeThrottle(enforcer, clock, directives, layout)
+    return await run_loop(agent, reporter, random.Random(), metrics_at)
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -352,14 +337,19 @@ def main(args: argparse.Namespace) -> int:
         return 2
     clock, metrics = SystemClock(), AgentMetrics()
     agent = Agent(settings, clock, metrics)
+    # Every start, whatever the flags: a predecessor killed mid-throttle left it in place.
+    enforce = settings.enforcer.enabled and not args.once
+    enforcer = recovery.restore_at_start(settings, clock, enforce=enforce)
     try:
         if args.once:
             report = asyncio.run(collect_once(agent, args.sample_window))
             write_report(report, args.output, sys.stdout.buffer)
             return 0
-        return asyncio.run(_serve(agent, settings, clock, metrics, metrics_at))
+        return asyncio.run(_serve(agent, settings, clock, metrics, metrics_at, enforcer))
     except ConfigError as e:  # found on the event loop: TLS settings, a busy metrics port
         print(f"stowage agent: error: {e}", file=sys.stderr)
         return 2
     finally:
+        if enforcer is not None:
+            enforcer.close()
         agent.close()

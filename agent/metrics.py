@@ -48,6 +48,13 @@ class AgentMetrics:
             ["cause"],
             registry=r,
         )
+        self.directive_refusals = Counter(
+            "stowage_agent_directive_refusals",
+            "Pods a directive named best-effort that this node refused to throttle (its own"
+            " view of them says system or latency-sensitive), by reason; per directive.",
+            ["reason"],
+            registry=r,
+        )
         self.reports_dropped = Counter(
             "stowage_agent_reports_superseded",
             "Reports replaced by a newer one before they could be delivered.",

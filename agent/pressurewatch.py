@@ -143,6 +143,11 @@ class PressureWatch:
         self.mode = "off"
         """``off`` (nothing to watch), ``trigger`` or ``poll``: shown in logs and tests."""
 
+    @property
+    def spec(self) -> WatchSpec | None:
+        """What is watched now (None: nothing)."""
+        return self._spec
+
     def watch(self, spec: WatchSpec | None) -> None:
         """Watch ``spec`` from now on (None or no paths: stop watching)."""
         if spec is not None and not spec.paths:

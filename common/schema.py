@@ -47,7 +47,9 @@ Index = Annotated[int, Meta(ge=0, le=1_000_000)]
 """A small ordinal: NUMA node id, GPU index, order, CPU count."""
 Name = Annotated[str, Meta(max_length=253)]
 """A Kubernetes object name or similar identifier (DNS subdomain length)."""
-Text = Annotated[str, Meta(max_length=4096)]
+MAX_TEXT: Final = 4096
+"""The longest :data:`Text`."""
+Text = Annotated[str, Meta(max_length=MAX_TEXT)]
 """A free-form string such as a reason, a cpulist or a map key."""
 Priority = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
 """A pod priority, int32 like ``spec.priority``."""
@@ -472,6 +474,9 @@ class PodInfo(_Record, omit_defaults=True):
     requests: Resources
     limits: Resources
     labels: Annotated[dict[Name, Text], Meta(max_length=64)]
+    static: bool = False
+    """A static pod (the kubelet runs it from a file or URL) or its mirror on the API
+    server: node infrastructure, never best-effort (:mod:`common.qos`)."""
 
 
 class PodsSection(_Record):

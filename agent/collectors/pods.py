@@ -15,6 +15,9 @@ Sources (``--pods-source``):
   not talk to the API server.
 * ``auto`` picks the API server in a cluster or with a kubeconfig, else the kubelet.
 
+Static pods and their mirrors are marked ``static`` (never best-effort, :mod:`common.qos`)
+from the annotations only the kubelet controls, which differ by source (``_static``).
+
 Outcomes: an unreachable source (refused, timed out, 5xx, 429) is ``NoData`` — the
 section is absent, never empty; 401/403 is a ``CollectorError``, because missing RBAC or
 a bad token is a real failure that someone must fix. Tokens are never logged.
@@ -54,6 +57,10 @@ _TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 """Finished pods hold no resources; the scheduler does not count them either."""
 _MAX_LABEL_VALUE: Final = 4096
 """The schema's ``Text`` cap. A longer annotation value is dropped, not the whole pod."""
+MIRROR_ANNOTATION: Final = "kubernetes.io/config.mirror"
+"""On a static pod's mirror on the API server (the kubelet's ``ConfigMirrorAnnotationKey``)."""
+SOURCE_ANNOTATION: Final = "kubernetes.io/config.source"
+"""Where the kubelet got a pod: ``api``, ``file`` or ``http`` (``ConfigSourceAnnotationKey``)."""
 
 
 def choose_source(pods: PodsSettings, environ: Mapping[str, str]) -> str:
@@ -102,7 +109,7 @@ class PodsCollector:
         items = pod_list.get("items") if isinstance(pod_list, dict) else None
         if not isinstance(items, list):
             raise base.CollectorError(f"pods: {source} sent an invalid PodList: no items list")
-        infos = self._pod_infos(items)
+        infos = self._pod_infos(items, source)
         if self._usage is not None:
             usage = self._usage.sample(infos)
             self.pod_usage = Absent("no-kubepods-cgroup") if usage is None else usage
@@ -163,7 +170,7 @@ class PodsCollector:
 
     # ------------------------------------------------------------- conversion
 
-    def _pod_infos(self, pods: Iterable[Any]) -> list[PodInfo]:
+    def _pod_infos(self, pods: Iterable[Any], source: str) -> list[PodInfo]:
         """Running and pending pods as PodInfo.
 
         A pod with a malformed quantity or an out-of-range value is *skipped*, not
@@ -179,7 +186,7 @@ class PodsCollector:
             if (pod.get("status") or {}).get("phase") in _TERMINAL_PHASES:
                 continue
             try:
-                infos.append(codec.validate(_pod_info(pod, self._settings.label_keys)))
+                infos.append(codec.validate(_pod_info(pod, self._settings.label_keys, source)))
             except (QuantityError, SchemaError, TypeError, AttributeError) as e:
                 meta = pod.get("metadata") or {}
                 key = f"{meta.get('namespace')}/{meta.get('name')}"
@@ -289,8 +296,8 @@ def _short_cause(e: Exception) -> str:
 # --------------------------------------------------------------- pod arithmetic
 
 
-def _pod_info(raw: Mapping[str, Any], label_keys: Iterable[str]) -> PodInfo:
-    """A pod in JSON form (what the API server sends) as the report's PodInfo."""
+def _pod_info(raw: Mapping[str, Any], label_keys: Iterable[str], source: str) -> PodInfo:
+    """A pod in JSON form (what the API server or the kubelet sends) as the report's PodInfo."""
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
     labels, annotations = (meta.get("labels") or {}), (meta.get("annotations") or {})
     picked = {
@@ -309,7 +316,23 @@ def _pod_info(raw: Mapping[str, Any], label_keys: Iterable[str]) -> PodInfo:
         requests=_resources(podspec.totals(podspec.requests(raw))),
         limits=_resources(podspec.totals(podspec.limits(raw))),
         labels=picked,
+        static=_static(annotations, source),
     )
+
+
+def _static(annotations: Mapping[str, Any], source: str) -> bool:
+    """Whether the pod is a static pod or its mirror, by what only the kubelet decides.
+
+    The mirror annotation counts from either source: the kubelet runs no API-server pod
+    that carries it (it takes the pod for a mirror, and deletes it when no static pod
+    matches), so an owner setting it on a pod of their own gets no running pod, not an
+    exempt one. ``config.source`` counts only in the kubelet's own list, where the kubelet
+    writes it on every pod (``api`` for the API server's); through the API server it is
+    the owner's to write and is not read.
+    """
+    if MIRROR_ANNOTATION in annotations:
+        return True
+    return source == "kubelet" and annotations.get(SOURCE_ANNOTATION, "api") != "api"
 
 
 def _resources(t: podspec.Totals) -> Resources:

@@ -1,6 +1,7 @@
 """Colocation: best-effort (BE) batch pods yield CPU when latency-sensitive (LS) pods stall.
 
-* :mod:`~coordinator.colocation.qos` — who is BE, who is LS, who is never touched;
+* :mod:`common.qos` — who is BE, who is LS, who is never touched (shared with the agent,
+  which checks every directive against it again);
 * :mod:`~coordinator.colocation.inputs` — what one report says for the controller (LS
   pressure, LS and BE use, the BE pods), built once per report at ingest;
 * :mod:`~coordinator.colocation.controller` — the per-node throttle: pure functions and a

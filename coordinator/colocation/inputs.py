@@ -1,9 +1,9 @@
 """What one report says for the colocation controller, built once per accepted report.
 
-One pass over the pods section: each pod classified (:mod:`~coordinator.colocation.qos`)
-and the UIDs of the BE pods a quota applies to. Then one pass over the report's per-pod
-use (``pod_usage``, by UID), joined with those classes: the LS pods' largest per-cgroup
-CPU stall and the LS and BE pods' measured CPU use.
+One pass over the pods section: each pod classified (:mod:`common.qos`) and the UIDs of
+the BE pods a quota applies to. Then one pass over the report's per-pod use
+(``pod_usage``, by UID), joined with those classes: the LS pods' largest per-cgroup CPU
+stall and the LS and BE pods' measured CPU use.
 
 A pod's stall is its ``cpu_some_rate_pct`` where the agent measured one: the exact share of
 the whole interval since its previous sample, from the ``total`` counter. Its ``avg10``
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from common.qos import BE, classify
 from common.schema import (
     MAX_BE_PODS,
     Absent,
@@ -44,7 +45,6 @@ from common.schema import (
     PodUsage,
     is_absent,
 )
-from coordinator.colocation.qos import BE, classify
 
 FINISHED: Final = frozenset({"Succeeded", "Failed"})
 UNCHANGED: Final = "unchanged"

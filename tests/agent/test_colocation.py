@@ -11,11 +11,9 @@ from pathlib import Path
 import pytest
 from msgspec import structs
 
-from agent.colocation import BeThrottle
+from agent.colocation import BeThrottle, admit
 from agent.enforcer import Applied, BePod, Enforcer
-from agent.hostpaths import HostPaths
-from agent.main import start_enforcing
-from agent.settings import AgentSettings, EnforcerSettings
+from agent.metrics import AgentMetrics
 from common.clock import SystemClock
 from common.schema import (
     SCHEMA_VERSION,
@@ -34,12 +32,13 @@ LS_UID = "15151515-0000-4000-8000-000000000002"
 BOUNDS = LocalBounds(pressure_high_pct=30.0, window_s=1.0, quota_m=300, hold_s=20.0)
 
 
-def pod(uid: str, qos: str, cpu_m: int = 0) -> PodInfo:
+def pod(uid: str, qos: str, cpu_m: int = 0, **changes: object) -> PodInfo:
     res = Resources(cpu_m=cpu_m, mem_b=0, gpu=0, hugepages_b=0, extended={})
-    return PodInfo(
+    made = PodInfo(
         namespace="ns", name=uid[:8], uid=uid, phase="Running", qos_class=qos, priority=0,
         priority_class=None, requests=res, limits=res, labels={},
     )  # fmt: skip
+    return structs.replace(made, **changes)
 
 
 PODS = PodsSection(
@@ -186,6 +185,44 @@ async def test_cancelling_the_loop_restores_defaults():
     assert enforcer.calls[-1] == (None, "default", ())
 
 
+SYS_UID = "5e5e5e5e-0000-4000-8000-000000000003"
+
+
+def test_a_pod_the_node_sees_as_system_is_refused_logged_once_counted_and_reported(caplog):
+    clock = FakeClock()
+    heard = Heard(clock)
+    enforcer, metrics = FakeEnforcer(), AgentMetrics()
+    throttle = BeThrottle(enforcer, clock, heard, metrics=metrics)
+    system = pod(SYS_UID, "BestEffort", namespace="kube-system", name="coredns-7d")
+    throttle.pods_seen(structs.replace(PODS, pods=[*PODS.pods, system]))
+    d = structs.replace(directive(800), be_pods=[BE_UID, SYS_UID])
+    with caplog.at_level("WARNING", logger="agent.colocation"):
+        for _ in range(2):  # the coordinator repeats its answer every report
+            heard.arrive(d)
+            throttle.directives_arrived()
+        throttle.on_pressure(Path("ls"), 90.0)  # nor does the fast path touch it
+    assert {c[2] for c in enforcer.calls} == {(BE_UID,)}
+    refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert refusals == [
+        f"directive: refused to throttle kube-system/coredns-7d (uid {SYS_UID}), named"
+        " best-effort: is a system pod: namespace kube-system"
+    ]
+    count = metrics.registry.get_sample_value
+    assert count("stowage_agent_directive_refusals_total", {"reason": "system"}) == 2
+    assert (throttle.status().error or "").startswith("refused: kube-system/coredns-7d")
+    clock.advance(30.0)  # the directive lapses: nothing refused any more
+    throttle.refresh()
+    assert throttle.status().error is None
+
+
+def test_admit_keeps_unknown_uids_out_of_both_lists():
+    admitted, refused = admit([LS_UID, BE_UID, "0000-dead"], PODS)
+    assert [p.uid for p in admitted] == [BE_UID]
+    assert [(r.uid, r.kind) for r in refused] == [(LS_UID, "latency-sensitive")]
+    assert refused[0].reason == "is latency-sensitive: Burstable, no BE label"
+    assert admit([BE_UID], None) == ((), ())
+
+
 # ---------------------------------------------------------------- real kernel
 
 
@@ -232,24 +269,63 @@ async def test_fast_path_onset_to_be_quota_on_real_cgroups(real_cgroup_tree: Rea
     assert enforcer.pending() == {}
 
 
-def test_start_enforcing_restores_what_a_killed_agent_left(real_cgroup_tree: RealCgroupTree):
-    """A predecessor throttled BE and died without restoring (SIGKILL): start-up puts the
-    original values back from the journal before anything else."""
+def test_a_directive_throttles_only_the_pods_this_node_sees_as_best_effort(
+    real_cgroup_tree: RealCgroupTree,
+):
+    """One directive names seven pods; the node's own pods section says which are BE. The
+    system, Guaranteed and latency-sensitive Burstable ones keep the kernel's defaults; the
+    BestEffort pod and the Burstable pod labelled BE share the quota."""
     tree = real_cgroup_tree
-    tree.pod(BE_UID, "BestEffort")
-    quota_file = tree.layout.pods_dir("besteffort", "cpu") / "cpu.cfs_quota_us"
-    original = quota_file.read_text().strip()
-    journal = tree.root.parent / "journal.json"
-    killed = Enforcer(tree.layout, journal, FakeClock())
-    killed.apply(400, [BePod(BE_UID, "BestEffort", 0)])
-    assert quota_file.read_text().strip() != original
-    paths = HostPaths(proc=Path("/proc"), sys=Path("/sys"), cgroup=tree.root)
-    settings = AgentSettings(
-        paths=paths,
-        node_name="node-a",
-        enforcer=EnforcerSettings(enabled=True, journal=str(journal)),
+    uids = {name: f"{i:08x}-0000-4000-8000-00000000000{i}" for i, name in enumerate(
+        ("be", "batch", "kube-system", "node-critical", "top-priority", "static", "guaranteed",
+         "web"), start=1)}  # fmt: skip
+    qos = {"guaranteed": "Guaranteed", "web": "Burstable", "batch": "Burstable"}
+    dirs = {n: tree.pod(uid, qos.get(n, "BestEffort")) for n, uid in uids.items()}
+    pods = [
+        pod(uids["be"], "BestEffort", name="be"),
+        pod(uids["batch"], "Burstable", 1000, name="batch", labels={"stowage.io/qos": "BE"}),
+        pod(uids["kube-system"], "BestEffort", name="kube-proxy", namespace="kube-system"),
+        pod(uids["node-critical"], "BestEffort", name="node-exporter",
+            priority=2_000_001_000, priority_class="system-node-critical"),
+        pod(uids["top-priority"], "BestEffort", name="top", priority=2_000_000_000),
+        pod(uids["static"], "BestEffort", name="static-web", static=True),
+        pod(uids["guaranteed"], "Guaranteed", 500, name="db", labels={"stowage.io/qos": "BE"}),
+        pod(uids["web"], "Burstable", 500, name="web"),
+    ]  # fmt: skip
+    before = {n: (_cpu(d, "cpu.cfs_quota_us"), _cpu(d, "cpu.shares")) for n, d in dirs.items()}
+    clock, metrics = FakeClock(), AgentMetrics()
+    enforcer = Enforcer(tree.layout, tree.root.parent / "journal.json", clock)
+    d = structs.replace(directive(2000), be_pods=list(uids.values()))
+    throttle = BeThrottle(enforcer, clock, lambda: d, tree.layout, metrics=metrics)
+    throttle.pods_seen(structs.replace(PODS, pods=pods))
+    throttle.directives_arrived()
+    after = {n: (_cpu(d, "cpu.cfs_quota_us"), _cpu(d, "cpu.shares")) for n, d in dirs.items()}
+    assert _cpu(dirs["be"], "cpu.cfs_period_us") == "100000"
+    # 2000 m by requests, of 1002 m: the batch pod's 1000 m gets 199.6 ms a period; the
+    # request-less pod's 2 m 0.4 ms, raised to the kernel's least, 1 ms.
+    assert after.pop("batch") == ("199600", "2")
+    assert after.pop("be") == ("1000", "2")
+    assert after == {n: v for n, v in before.items() if n not in ("be", "batch")}
+    assert _cpu(tree.layout.pods_dir("besteffort", "cpu"), "cpu.cfs_quota_us") == "-1"
+    count = metrics.registry.get_sample_value
+    assert count("stowage_agent_directive_refusals_total", {"reason": "system"}) == 4
+    assert count("stowage_agent_directive_refusals_total", {"reason": "latency-sensitive"}) == 2
+    error = throttle.status().error or ""
+    for told in (
+        "kube-system/kube-proxy", "namespace kube-system", "priority class system-node-critical",
+        "priority 2000000000", "static pod", "ns/db", "Guaranteed", "ns/web",
+    ):  # fmt: skip
+        assert told in error
+    if throttle.watch is not None and "unified" in tree.controllers:
+        watched = throttle.watch.spec.paths if throttle.watch.spec is not None else ()
+        web = tree.layout.pod_psi_dir("Burstable", uids["web"])
+        assert web is not None and web / "cpu.pressure" in watched  # refused: watched as LS
+    assert throttle.status().be_cpu_quota_m == 2000
+    enforcer.restore_all()
+    assert {n: (_cpu(d, "cpu.cfs_quota_us"), _cpu(d, "cpu.shares")) for n, d in dirs.items()} == (
+        before
     )
-    throttle = start_enforcing(settings, FakeClock(), lambda: None)
-    assert throttle is not None
-    assert quota_file.read_text().strip() == original
-    assert throttle.status().be_cpu_quota_m is None
+
+
+def _cpu(directory: Path, name: str) -> str:
+    return (directory / name).read_text().strip()

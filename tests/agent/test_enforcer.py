@@ -11,6 +11,7 @@ import pytest
 from agent import cgroups
 from agent import enforcer as enforcer_module
 from agent.enforcer import BePod, Enforcer
+from agent.journal import JournalBusyError
 from tests.hosts import FakeClock
 
 UID_A = "aaaaaaaa-0000-4000-8000-000000000001"
@@ -311,6 +312,31 @@ def test_a_besteffort_cgroup_linked_outside_the_tree_is_refused(tmp_path: Path, 
     applied = enforcer.apply(500, [BePod(UID_A, "BestEffort", 0)])
     assert applied.error is not None and "outside the kubepods tree" in applied.error
     assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("qos_class", ["Guaranteed", "guaranteed", "Unknown"])
+def test_a_pod_outside_the_burstable_and_besteffort_trees_is_never_written(
+    v1: cgroups.CgroupLayout, tmp_path: Path, clock: FakeClock, qos_class: str
+):
+    """Whoever names it BE: its cgroup sits directly under kubepods (Guaranteed)."""
+    _pod(v1, UID_A, "Guaranteed")
+    _pod(v1, UID_B, "BestEffort")
+    guaranteed = _snapshot(v1.pod_dir("Guaranteed", UID_A))
+    enforcer = Enforcer(v1, tmp_path / "journal.json", clock)
+    applied = enforcer.apply(500, [BePod(UID_A, qos_class, 1000), BePod(UID_B, "BestEffort", 0)])
+    assert applied.error is not None and "is not BestEffort or Burstable" in applied.error
+    assert applied.targets == ("besteffort",)  # the BestEffort pod is still throttled
+    assert _snapshot(v1.pod_dir("Guaranteed", UID_A)) == guaranteed
+
+
+def test_a_claimed_journal_is_refused_to_a_second_enforcer_until_released(
+    v1: cgroups.CgroupLayout, tmp_path: Path, clock: FakeClock
+):
+    first = Enforcer(v1, tmp_path / "state" / "journal.json", clock, exclusive=True)
+    with pytest.raises(JournalBusyError, match="held by another agent"):
+        Enforcer(v1, tmp_path / "state" / "journal.json", clock, exclusive=True)
+    first.close()
+    Enforcer(v1, tmp_path / "state" / "journal.json", clock, exclusive=True).close()
 
 
 def test_a_damaged_or_hostile_journal_writes_nothing_outside(

@@ -577,6 +577,34 @@ def test_labels_are_filtered_and_labels_win_over_annotations(kube, kubeconfig, m
     }
 
 
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # Through the API server: only the mirror annotation, which the kubelet never runs
+        # a pod with; config.source there is whatever the pod's owner wrote.
+        ("apiserver", {"mirror": True, "file": False, "api": False, "plain": False}),
+        # The kubelet's own list: it writes config.source on every pod itself.
+        ("kubelet", {"mirror": True, "file": True, "api": False, "plain": False}),
+    ],
+)
+def test_static_pods_are_marked_by_what_the_kubelet_controls(
+    kube, kubeconfig, token_file, make_collector, source, expected
+):
+    kube.pods = [
+        pod_json("mirror", annotations={"kubernetes.io/config.mirror": "0f3c"}),
+        pod_json("file", annotations={"kubernetes.io/config.source": "file"}),
+        pod_json("api", annotations={"kubernetes.io/config.source": "api"}),
+        pod_json("plain"),
+    ]
+    settings = (
+        {"kubeconfig": kubeconfig}
+        if source == "apiserver"
+        else {"kubelet_url": kube.url, "token_file": token_file}
+    )
+    section = make_collector(source=source, **settings).collect()
+    assert {p.name: p.static for p in section.pods} == expected
+
+
 def test_pod_with_malformed_quantity_is_skipped_and_warned_once(
     kube, kubeconfig, make_collector, caplog
 ):

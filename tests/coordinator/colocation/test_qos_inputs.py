@@ -1,4 +1,4 @@
-"""Who is BE, LS or system; and the facts one report gives the controller."""
+"""The facts one report gives the colocation controller (who is BE: tests/common/test_qos.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from msgspec import structs
 
 from common.schema import NodeReport, PodInfo, PodsSection, PodUsage, Resources
 from coordinator.colocation.inputs import Source, node_input
-from coordinator.colocation.qos import Qos, classify
 from hack.loadgen.reports import build_report
 
 NONE = Resources(cpu_m=0, mem_b=0, gpu=0, hugepages_b=0)
@@ -28,34 +27,6 @@ def pod(uid: str = "u", **changes: object) -> PodInfo:
         labels={},
     )
     return structs.replace(base, **changes)
-
-
-@pytest.mark.parametrize(
-    ("changes", "expected"),
-    [
-        ({}, Qos.LS),
-        ({"qos_class": "Guaranteed"}, Qos.LS),
-        ({"qos_class": "BestEffort"}, Qos.BE),
-        ({"labels": {KEY: "BE"}}, Qos.BE),
-        ({"labels": {"koordinator.sh/qosClass": "BE"}}, Qos.BE),
-        ({"qos_class": "BestEffort", "labels": {KEY: "LS"}}, Qos.LS),
-        ({"qos_class": "BestEffort", "labels": {"koordinator.sh/qosClass": "LSR"}}, Qos.LS),
-        ({"labels": {KEY: "LS", "koordinator.sh/qosClass": "BE"}}, Qos.LS),  # ours wins
-        ({"labels": {KEY: "batch"}, "qos_class": "BestEffort"}, Qos.BE),  # unknown: class
-        ({"labels": {KEY: "BE"}, "namespace": "kube-system"}, Qos.SYSTEM),
-        ({"labels": {KEY: "BE"}, "priority": 2_000_000_000}, Qos.SYSTEM),
-        ({"labels": {KEY: "BE"}, "priority": 1_999_999_999}, Qos.BE),
-        ({"qos_class": "BestEffort", "priority_class": "system-node-critical"}, Qos.SYSTEM),
-        ({"qos_class": "BestEffort", "priority_class": "system-cluster-critical"}, Qos.SYSTEM),
-    ],
-)
-def test_classify(changes: dict[str, object], expected: Qos) -> None:
-    assert classify(pod(**changes), KEY) is expected
-
-
-def test_the_label_key_is_configurable() -> None:
-    assert classify(pod(labels={"example.com/tier": "BE"}), "example.com/tier") is Qos.BE
-    assert classify(pod(labels={"example.com/tier": "BE"}), KEY) is Qos.LS
 
 
 def with_pods(*pods: PodInfo, usage: dict[str, PodUsage] | None = None) -> NodeReport:
