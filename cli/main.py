@@ -64,6 +64,12 @@ def build_parser(prog: str = "stowage") -> argparse.ArgumentParser:
     plan_cli.add_arguments(plan)
     plan.set_defaults(run=plan_cli.main)
 
+    from cli import approve as approve_cli
+
+    approve = add_parser("approve", help="approve the preemption plan published on a pending pod")
+    approve_cli.add_arguments(approve)
+    approve.set_defaults(run=approve_cli.main)
+
     from cli import colocation as colocation_cli
 
     colocation = add_parser(

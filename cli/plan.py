@@ -69,7 +69,7 @@ def words(answer: dict[str, Any]) -> str:
         f" work lost {cost['work_lost_s']:.0f} s, gang members dragged {cost['gang_dragged']:.0f}",
         f"  queue {plan['queue']}: "
         + (
-            "needs approval (stowage.io/approve-preemption)"
+            f"needs approval (kubectl stowage approve {answer['subject']}, once proposed)"
             if plan["needs_approval"]
             else "no approval needed"
         ),

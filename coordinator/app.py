@@ -26,7 +26,15 @@ from coordinator.eviction.cycle import Cycle
 from coordinator.eviction.executor import Executor
 from coordinator.extender import kube as kube_extender
 from coordinator.extender import volcano as volcano_extender
-from coordinator.kube import colocation_events, events, evictions, leader, publisher, watches
+from coordinator.kube import (
+    approvals,
+    colocation_events,
+    events,
+    evictions,
+    leader,
+    publisher,
+    watches,
+)
 from coordinator.nodeview import NODE_VIEW, NodeView
 from coordinator.services import SERVICES, Services
 
@@ -234,9 +242,10 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
         instance=identity,
     )
     evictor = evictions.Evictor(app[API_CLIENT], elector.fence)
+    approved = approvals.ApprovalReader(app[API_CLIENT], settings.kube.namespace)
     executor = Executor(
-        settings.evictions, evictor, recorder, evictor, services.metrics, services.clock,
-        services.evictions,
+        settings.evictions, evictor, recorder, evictor, approved, services.metrics,
+        services.clock, services.evictions,
     )  # fmt: skip
     cycle = Cycle(services.cluster, executor)
     tasks.append(asyncio.create_task(_evicting(services, cycle), name="stowage-evictions"))

@@ -322,8 +322,10 @@ class EvictionSettings:
     eviction_burst: int = 10
     """... with at most this many saved up."""
     approval_ttl_s: float = 900.0
-    """A plan awaiting approval (``stowage.io/approve-preemption`` on the pending pod)
-    expires this long after it was published; a later cycle may propose a new one."""
+    """A plan awaiting approval (published on the pending pod; approved by an approval
+    ConfigMap in ``kube.namespace``, ``coordinator/kube/approvals.py``) expires this long
+    after it was published; a later cycle may propose a new one. Fifteen minutes: time for
+    a person to be paged and look, short enough that the cluster has not moved on."""
     pressure_full_avg10_pct: float = 10.0
     """A node whose memory PSI ``full`` avg10 (share of time every task stalled on memory)
     is at or above this ..."""
@@ -347,7 +349,8 @@ class EvictionSettings:
     """Work a victim is taken to lose when neither a checkpoint nor its start time is
     known: a day, so a pod whose progress nobody can vouch for is picked last."""
     approval_weight_above: int = 50
-    """Plans for a queue whose weight is above this wait for a person's approval."""
+    """Plans for a queue whose weight is above this wait for a person's approval
+    (``kubectl stowage approve NS/POD``); nothing on the pod approves one."""
     queue_weights: dict[str, int] = field(default_factory=dict)
     """Weight of each queue (Volcano queue, else namespace) for the approval rule; 0 for
     queues not listed."""

@@ -6,11 +6,13 @@ here, whatever the planner already checked:
   never evicted again for the same reason (the descheduler's eviction loop).
 * **Cooldown per queue**: one round per ``cooldown_s`` (a node's, for pressure).
 * **Approval** for plans that need it: published on the pending pod (annotation
-  :data:`PLAN_KEY` and an Event) and executed only once :data:`APPROVE_KEY` carries the
-  plan's id (or ``true``) — while that plan is still the one the planner makes. A new
-  plan replaces the published one and clears any approval given to the old; an
-  unapproved plan expires after ``approval_ttl_s`` and that pod gets no new proposal for
-  ``cooldown_s``.
+  :data:`~coordinator.kube.approvals.PLAN_KEY` and an Event, both saying how to approve)
+  and executed only once an approval in the coordinator's own namespace
+  (:mod:`coordinator.kube.approvals`) names the pod, the plan's id and the digest of its
+  victims, unexpired and not used before — while that plan is still the one the planner
+  makes. Nothing on the pod approves: its owner writes the pod. A new plan replaces the
+  published one (an approval of the old names another digest); an unapproved plan
+  expires after ``approval_ttl_s`` and that pod gets no new proposal for ``cooldown_s``.
 * **Caps per cycle** (global, per node, per namespace) and **a rate** (token bucket).
   A preemption plan is all or nothing — half of one frees too little for the preemptor,
   which would make every victim a wasted one; a pressure plan is cut to what fits
@@ -29,7 +31,6 @@ Event once per subject and kind of refusal, not every cycle.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,17 +42,16 @@ from coordinator.config import EvictionSettings
 from coordinator.decisionlog import Decision, DecisionLog
 from coordinator.eviction.guards import Cooldowns, CycleCaps, Replacements
 from coordinator.eviction.plan import Plan, Refusal, Victim
+from coordinator.kube import approvals
+from coordinator.kube.approvals import Approval, Invalid
 from coordinator.kube.client import KubeError
-from coordinator.kube.events import EventType, ObjectRef
+from coordinator.kube.events import MAX_MESSAGE, EventType, ObjectRef
 from coordinator.kube.evictions import EvictionResult, Outcome
 from coordinator.kube.leader import LeaseLost
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
-
-PLAN_KEY = ann.PREFIX + "preemption-plan"
-APPROVE_KEY = ann.PREFIX + "approve-preemption"
 
 
 class EvictionApi(Protocol):
@@ -78,15 +78,24 @@ class PodFacts(Protocol):
         """Its controller (``Kind/ns/name``), or the pod itself (``Pod/ns/name``)."""
         ...
 
-    def annotation(self, pod: str, key: str) -> str | None:
-        """Annotation ``key`` of pod ``ns/name`` now; None when unset or the pod is gone."""
+
+class Approvals(Protocol):
+    """Where operators approve plans (:class:`coordinator.kube.approvals.ApprovalReader`);
+    synchronous."""
+
+    namespace: str
+    """The coordinator's own namespace, which the approvals live in."""
+
+    def find(self, plan: str) -> Sequence[Approval | Invalid]:
+        """The approvals labelled for plan id ``plan``, as they are now."""
         ...
 
 
-def plan_id(plan: Plan) -> str:
-    """Short and stable: the node and the victims' UIDs name the plan."""
-    text = plan.node + "|" + ",".join(sorted(v.uid for v in plan.victims))
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+def identify(plan: Plan) -> tuple[str, str]:
+    """A preemption plan's id and the digest of its victims (the approval names both)."""
+    assert plan.preemptor is not None
+    digest = approvals.victims_digest(plan.node, (v.uid for v in plan.victims))
+    return approvals.plan_id(plan.preemptor, digest), digest
 
 
 @dataclass
@@ -103,6 +112,7 @@ class Executor:
         api: EvictionApi,
         events: Recorder,
         facts: PodFacts,
+        approval_source: Approvals,
         metrics: CoordinatorMetrics,
         clock: Clock,
         decisions: DecisionLog,
@@ -111,6 +121,7 @@ class Executor:
         self._api = api
         self._events = events
         self._facts = facts
+        self._approval_source = approval_source
         self._metrics = metrics
         self._clock = clock
         self.decisions = decisions
@@ -123,6 +134,9 @@ class Executor:
         """Pending pods whose plan expired unapproved → when they may get a new one."""
         self._told: dict[str, str] = {}
         """Subject → the kind of refusal last told by Event."""
+        self._spent: dict[str, float] = {}
+        """UIDs of approvals a plan was executed on → when they expire (Unix seconds):
+        each is used once, and forgotten once it approves nothing anyway."""
 
     @property
     def dry_run(self) -> bool:
@@ -140,11 +154,14 @@ class Executor:
         self.replacements.forget_lapsed(now)
         for pod in [p for p, until in self._declined.items() if until <= now]:
             del self._declined[pod]
+        wall = self._clock.wall()
+        for uid in [u for u, expires in self._spent.items() if expires <= wall]:
+            del self._spent[uid]
         for pod, proposal in list(self._proposals.items()):
             if proposal.expires_at <= now:
                 del self._proposals[pod]
                 self._declined[pod] = now + self._settings.cooldown_s
-                await self._annotate(pod, {PLAN_KEY: None, APPROVE_KEY: None})
+                await self._annotate(pod, {approvals.PLAN_KEY: None})
                 reason = (
                     f"plan {proposal.id} not approved within {self._settings.approval_ttl_s:g}s"
                 )
@@ -193,8 +210,11 @@ class Executor:
             return await self._refuse(plan, "loop", why)
         victims = [v for v in victims if all(v is not w for w, _ in spared)]
 
-        if preemption and plan.needs_approval and not await self._approved(plan, now):
-            return "awaiting-approval"
+        approval = None
+        if preemption and plan.needs_approval:
+            approval = await self._approval(plan, now)
+            if approval is None:
+                return "awaiting-approval"
 
         fit = min(self._caps.fitting(victims), int(self._bucket.tokens))
         if fit < len(victims) and (preemption or fit == 0):
@@ -210,23 +230,51 @@ class Executor:
             blocked = await self._preflight(victims)
             if blocked is not None:
                 return await self._refuse(plan, "budget", blocked)
+        if approval is not None:
+            self._spent[approval.uid] = approval.expires_at
         return await self._execute(plan, victims, owners, now)
 
     # -------------------------------------------------------------- internals
 
-    async def _approved(self, plan: Plan, now: float) -> bool:
-        """Whether ``plan`` was approved; publishes it (replacing an older proposal) when
-        it is not the one awaiting approval."""
+    async def _approval(self, plan: Plan, now: float) -> Approval | None:
+        """The approval ``plan`` may be executed on, if it is the plan awaiting approval
+        and one was given; publishes it (replacing an older proposal) when it is not."""
         pod = plan.preemptor
         assert pod is not None
-        pid = plan_id(plan)
+        pid, digest = identify(plan)
         proposal = self._proposals.get(pod)
-        if proposal is not None and proposal.id == pid and proposal.expires_at > now:
-            approval = await asyncio.to_thread(self._facts.annotation, pod, APPROVE_KEY)
-            if approval is not None and approval.strip().lower() in (pid, "true"):
-                return True
-            self._decide(plan, "awaiting-approval", f"plan {pid}: waiting for {APPROVE_KEY}")
-            return False
+        if proposal is None or proposal.id != pid or proposal.expires_at <= now:
+            await self._propose(plan, now)
+            return None
+        try:
+            found = await asyncio.to_thread(self._approval_source.find, pid)
+        except KubeError as e:
+            self._decide(plan, "awaiting-approval", f"plan {pid}: {e}")
+            return None
+        wall = self._clock.wall()
+        problems = []
+        for candidate in found:
+            problem = approvals.problem(candidate, pod, digest, wall)
+            if problem is None and isinstance(candidate, Approval):
+                if candidate.uid not in self._spent:
+                    return candidate
+                problem = f"{candidate.name} was used already"
+            problems.append(problem)
+        if not problems:
+            self._decide(plan, "awaiting-approval", f"plan {pid}: not approved yet")
+            return None
+        why = f"plan {pid} not approved: {'; '.join(problems)}"
+        self._decide(plan, "awaiting-approval", why)
+        if self._told.get(pod) != why:
+            self._told[pod] = why
+            await self._event(_pod_ref(pod), EventType.WARNING, "PreemptionApprovalRefused", why)
+        return None
+
+    async def _propose(self, plan: Plan, now: float) -> None:
+        """Publish ``plan`` on its pending pod (annotation and Event, saying how to approve
+        it), unless an earlier plan for that pod expired unapproved lately."""
+        pod = plan.preemptor
+        assert pod is not None
         declined = self._declined.get(pod)
         if declined is not None:
             self._decide(
@@ -234,31 +282,25 @@ class Executor:
                 "refused",
                 f"an earlier plan expired unapproved; no new one for {declined - now:.0f}s",
             )
-            return False
-        expires = now + self._settings.approval_ttl_s
-        self._proposals[pod] = _Proposal(plan, pid, expires)
-        victims = "|".join(f"{v.namespace}/{v.name}" for v in plan.victims)
-        expires_wall = self._clock.wall() + self._settings.approval_ttl_s
-        value = ann.value(
-            {
-                "id": pid,
-                "node": plan.node,
-                "victims": victims,
-                "expires": ann.timestamp(expires_wall),
-            },
-            self._clock.wall(),
+            return
+        pid, digest = identify(plan)
+        self._proposals[pod] = _Proposal(plan, pid, now + self._settings.approval_ttl_s)
+        wall = self._clock.wall()
+        expires = wall + self._settings.approval_ttl_s
+        namespace = self._approval_source.namespace
+        victims = tuple((f"{v.namespace}/{v.name}", v.uid) for v in plan.victims)
+        published = approvals.Published(pid, digest, plan.node, victims, expires)
+        await self._annotate(pod, {approvals.PLAN_KEY: published.annotation(pod, namespace, wall)})
+        how = (
+            f"; approve: {approvals.approve_command(pod, namespace)}, or: "
+            f"{approvals.kubectl_command(pod, digest, expires, namespace)}"
         )
-        # A new plan clears any approval the pod carries: it was given for another one.
-        await self._annotate(pod, {PLAN_KEY: value, APPROVE_KEY: None})
-        message = (
-            f"plan {pid}: evict {victims} on {plan.node}: {plan.reason}; approve with "
-            f"kubectl annotate pod -n {pod.split('/')[0]} {pod.split('/')[1]} "
-            f"{APPROVE_KEY}={pid} (expires in {self._settings.approval_ttl_s:g}s)"
-        )
+        what = f"plan {pid} awaits approval until {ann.timestamp(expires)}: {plan.reason}"
+        room = MAX_MESSAGE - len(how)  # the command last and whole, to copy
+        message = (what if len(what) <= room else what[: room - 1] + "…") + how
         self._decide(plan, "awaiting-approval", message)
         await self._event(_pod_ref(pod), EventType.NORMAL, "PreemptionPlanProposed", message)
         self._metrics.eviction_approvals_pending.set(len(self._proposals))
-        return False
 
     async def _preflight(self, victims: Sequence[Victim]) -> str | None:
         """Every victim in dry run first: the reason the first one would not go, if any."""
@@ -321,7 +363,7 @@ class Executor:
         self._decide(plan, decision, reason, tuple(outcomes))
         if plan.preemptor is not None:
             if self._proposals.pop(plan.preemptor, None) is not None:
-                await self._annotate(plan.preemptor, {PLAN_KEY: None, APPROVE_KEY: None})
+                await self._annotate(plan.preemptor, {approvals.PLAN_KEY: None})
                 self._metrics.eviction_approvals_pending.set(len(self._proposals))
             ref = _pod_ref(plan.preemptor)
         else:

@@ -130,24 +130,12 @@ class Evictor:
             return f"{refs[0].kind}/{namespace}/{refs[0].name}"
         return f"Pod/{namespace}/{name}"
 
-    def annotation(self, pod: str, key: str) -> str | None:
-        """Annotation ``key`` of pod ``ns/name`` as the API server has it now (an approval
-        is read fresh, not from a watch that may lag); None when unset or unreadable."""
-        namespace, _, name = pod.partition("/")
-        try:
-            found = self._core.read_namespaced_pod(
-                name, namespace, _request_timeout=EVICTION_TIMEOUT_S
-            )
-        except Exception as e:
-            log.debug("%s", translate(f"read pod {pod}", e))
-            return None
-        return (found.metadata.annotations or {}).get(key)
-
     def annotate_pod(
         self, namespace: str, name: str, annotations: Mapping[str, str | None]
     ) -> None:
         """Set (or, with None, remove) annotations of a pod by JSON merge patch — the
-        preemption plan awaiting approval on the pending pod. Fenced like an eviction;
+        preemption plan awaiting approval on the pending pod, for people to read (it approves
+        nothing: :mod:`coordinator.kube.approvals`). Fenced like an eviction;
         failures raise :class:`~coordinator.kube.client.KubeError`."""
         what = f"annotate pod {namespace}/{name}"
         self._fence.check(what)

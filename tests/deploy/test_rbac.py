@@ -22,6 +22,7 @@ from pathlib import Path
 
 import kubernetes.client
 import pytest
+import yaml
 
 from cli.main import build_parser
 from tests.deploy.manifests import (
@@ -86,6 +87,36 @@ def test_the_coordinator_holds_its_lease_in_its_own_namespace_only() -> None:
     for (group, resource, _), kind in grants(render(BASE), "stowage-coordinator"):
         if (group, resource) == ("coordination.k8s.io", "leases"):
             assert kind == "Role"
+
+
+@pytest.mark.parametrize("directory", kustomizations(), ids=label)
+def test_the_coordinator_lists_approvals_in_its_own_namespace_and_writes_none(
+    directory: Path,
+) -> None:
+    """A preemption approval is a ConfigMap in the coordinator's namespace, which only
+    operators write: the coordinator may list ConfigMaps there (a Role in the namespace
+    its configuration names), and nothing else with them anywhere."""
+    objects = render(directory)
+    if not any(o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "stowage-coordinator"
+               for o in objects):  # fmt: skip
+        pytest.skip("no coordinator in this kustomization")
+    granted = [
+        (verb, kind)
+        for (group, resource, verb), kind in grants(objects, "stowage-coordinator")
+        if (group, resource) == ("", "configmaps")
+    ]
+    assert granted == [("list", "Role")]
+    config = yaml.safe_load(
+        find(objects, "ConfigMap", "stowage-coordinator")["data"]["config.yaml"]
+    )
+    role = find(objects, "Role", "stowage-coordinator")
+    assert role["metadata"]["namespace"] == config["kube"]["namespace"]
+
+
+def test_approvers_may_create_approvals_and_nothing_else() -> None:
+    role = find(render(BASE), "Role", "stowage-approver")
+    assert role["metadata"]["namespace"] == "stowage-system"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
 
 
 def test_the_agent_reads_its_pods_from_the_api_server_not_the_kubelet() -> None:

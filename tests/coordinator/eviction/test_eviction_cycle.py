@@ -16,6 +16,7 @@ from coordinator.config import CoordinatorSettings, EventSettings, PolicySetting
 from coordinator.decisionlog import DecisionLog
 from coordinator.eviction.cycle import Cycle
 from coordinator.eviction.executor import Executor
+from coordinator.kube.approvals import ApprovalReader
 from coordinator.kube.client import api_client
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.evictions import Evictor
@@ -52,9 +53,11 @@ class CycleRig:
             client.CoreV1Api(self.client), fence, self.clock, EventSettings(), metrics,
         )  # fmt: skip
         self.log = DecisionLog()
+        approved = ApprovalReader(self.client, self.settings.kube.namespace)
         executor = Executor(
-            self.settings.evictions, evictor, recorder, evictor, metrics, self.clock, self.log
-        )
+            self.settings.evictions, evictor, recorder, evictor, approved, metrics, self.clock,
+            self.log,
+        )  # fmt: skip
         self.cycle = Cycle(self.cluster, executor)
 
     def add(self, obj: dict[str, Any]) -> str:

@@ -90,3 +90,17 @@ async def test_explain_names_what_is_wrong_with_the_question(
     assert "give ?pod=NAMESPACE/NAME" in (await resp.json())["error"]
     assert await run("--coordinator", "http://127.0.0.1:9", "--node", "gpu-a") == 2
     assert "cannot ask http://127.0.0.1:9/debug/plan?node=gpu-a" in capsys.readouterr().err
+
+
+def test_a_plan_needing_approval_says_how_to_give_it() -> None:
+    answer = {
+        "trigger": "preemption", "subject": "ns/want", "dry_run": False, "note": "-",
+        "plan": {
+            "node": "gpu-a", "reason": "r", "queue": "heavy", "needs_approval": True,
+            "cost": {"victims": 1, "levels": 1, "work_lost_s": 0, "gang_dragged": 0},
+            "victims": [],
+        },
+    }  # fmt: skip
+    assert "  queue heavy: needs approval (kubectl stowage approve ns/want, once proposed)\n" in (
+        plan_cli.words(answer)
+    )
