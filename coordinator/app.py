@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -192,6 +193,27 @@ async def _watches(app: web.Application) -> AsyncIterator[None]:
                 upsert=cluster.budgets.upsert,
                 delete=cluster.budgets.remove,
                 synced=lambda: None,
+            ),
+            loop,
+            services.metrics,
+            services.settings.kube.resync_s,
+        ),
+        # Volcano's PodGroups, whose spec.queue is their pods' queue (the planner's
+        # cooldown and approval rule); optional: without Volcano there are none.
+        watches.Reflector(
+            "podgroups",
+            functools.partial(
+                client.CustomObjectsApi(app[API_CLIENT]).list_cluster_custom_object,
+                "scheduling.volcano.sh",
+                "v1beta1",
+                "podgroups",
+            ),
+            watches.Feed(
+                replace=cluster.podgroups.replace,
+                upsert=cluster.podgroups.upsert,
+                delete=cluster.podgroups.remove,
+                synced=lambda: None,
+                optional=True,
             ),
             loop,
             services.metrics,

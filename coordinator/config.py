@@ -308,9 +308,10 @@ class EvictionSettings:
     """How often the leader looks for pods to preempt for and nodes under pressure: one
     agent report interval, since pressure changes no faster than reports arrive."""
     cooldown_s: float = 300.0
-    """One round per queue (Volcano queue, else namespace; a node for pressure) per this
-    long, as in the seed; also how long a victim's replacement (same owner) is spared
-    being evicted again for the same reason (the descheduler's eviction loop)."""
+    """One round per queue (its PodGroup's Volcano queue, else its namespace; a node
+    for pressure) per this long, as in the seed; also how long a victim's replacement
+    (same owner) is spared being evicted again for the same reason (the descheduler's
+    eviction loop)."""
     max_per_cycle: int = 10
     """Most evictions in one cycle, cluster-wide (the seed's incident evicted 12 at once)."""
     max_per_node_per_cycle: int = 4
@@ -334,12 +335,16 @@ class EvictionSettings:
     colocation controller's 10 s tightening window: the BE CPU throttle has acted by then,
     so pressure that persists is pressure throttling did not relieve."""
     level_label: str = "stowage.io/priority-level"
-    """Label (or annotation) naming a pod's level outright (``low``, ``medium``, ``high``,
-    ``critical``); it wins over the pod's priority value."""
+    """Label (or annotation) naming a lower level for a pod (``low``, ``medium``, ``high``,
+    ``critical``) than its priority gives: the pod's owner writes it, so it may only lower
+    the level, never raise it (a priority-0 pod labelled ``critical`` stays low)."""
     level_min_priority: dict[str, int] = field(
         default_factory=lambda: {"critical": 1_000_000_000, "high": 10_000, "medium": 1_000}
     )
-    """The least PriorityClass value of each level above ``low``. The default puts
+    """The least priority of each level above ``low``, judged by the pod's
+    ``spec.priority``: what admission resolved from its PriorityClass (cluster-scoped,
+    operators' objects; the Priority admission plugin refuses a pod that sets another
+    value). The default puts
     ``system-cluster-critical`` and ``system-node-critical`` (2,000,000,000 and more) at
     critical and pods without a PriorityClass (priority 0) at low."""
     min_level_gap: int = 2
@@ -352,8 +357,17 @@ class EvictionSettings:
     """Plans for a queue whose weight is above this wait for a person's approval
     (``kubectl stowage approve NS/POD``); nothing on the pod approves one."""
     queue_weights: dict[str, int] = field(default_factory=dict)
-    """Weight of each queue (Volcano queue, else namespace) for the approval rule; 0 for
-    queues not listed."""
+    """Weight of each queue for the approval rule; 0 for queues not listed. A pod's queue is
+    the ``spec.queue`` of its Volcano PodGroup, else its namespace, never a queue the pod
+    names itself; while its PodGroup is not known, the strictest queue of its namespace
+    (see ``coordinator/eviction/plan.py: queue_of``)."""
+    checkpointing_max_s: float = 300.0
+    """A pod annotated ``stowage.io/checkpointing: "true"`` is no victim for this long from
+    when the coordinator first saw the claim, or from when it last saw the pod's last
+    checkpoint move, whichever is later; a claim whose last checkpoint has stood still
+    this long no longer shields it (its owner writes the annotation). Five minutes: a
+    node's shard of a large model's checkpoint (tens of GiB at about 1 GiB/s) takes a
+    minute or two to write."""
     max_candidates_per_node: int = 12
     """Most pods of one node the minimal-set search weighs: the cheapest of those that free
     something the preemptor lacks there. The search is exponential in it; 12 such pods is
@@ -382,6 +396,7 @@ class EvictionSettings:
             "evictions",
             unknown_work_s=self.unknown_work_s,
             max_candidates_per_node=self.max_candidates_per_node,
+            checkpointing_max_s=self.checkpointing_max_s,
         )
         if not 1 <= self.min_level_gap <= 3:
             raise ConfigError("evictions.min_level_gap: expected 1..3")

@@ -1,6 +1,10 @@
 """What the eviction planner answers: a :class:`Plan` (the node, the victims and why) or a
-:class:`Refusal` (why nothing may be evicted), and the priority :data:`Level` each pod
-is judged by.
+:class:`Refusal` (why nothing may be evicted), the priority :data:`Level` each pod is
+judged by (:func:`level_of`) and the queue whose rules a round follows (:func:`queue_of`).
+
+Neither may favour a pod on its owner's word, since its owner writes its labels and
+annotations: the level comes from ``spec.priority`` (its PriorityClass) and a label may
+only lower it; the queue comes from the pod's Volcano PodGroup, else its namespace.
 
 Both are frozen values: the executor acts on a plan, publishes it (an Event, an
 annotation awaiting approval) and shows it in ``/debug``, so a plan must not change after
@@ -46,7 +50,7 @@ class Victim:
     level: Level
     priority: int
     queue: str
-    """Its Volcano queue (label or annotation), else its namespace."""
+    """Its queue (:func:`queue_of`): its PodGroup's, else its namespace."""
     checkpoint_age_s: float | None
     """Seconds since ``stowage.io/last-checkpoint`` or ``volcano.sh/last-checkpoint-time``;
     None when unknown (all its work since it started is at stake)."""
@@ -68,7 +72,8 @@ class Plan:
     preemptor: str | None
     """``ns/name`` of the pending pod (preemption); None for pressure."""
     queue: str
-    """The queue whose cooldown this round spends: the preemptor's; for pressure, the node."""
+    """The queue whose cooldown this round spends: the preemptor's (:func:`queue_of`); for
+    pressure, the node."""
     reason: str
     """Human-readable why (the Event message, the ``/debug`` line)."""
     needs_approval: bool
@@ -92,15 +97,45 @@ _NAMED: Final = {level.name.lower(): level for level in Level}
 
 
 def level_of(pod: PodFacts, settings: EvictionSettings) -> Level:
-    """The level the configured label names, else the highest whose least priority the
-    pod's priority reaches, else low."""
-    if pod.level_mark in _NAMED:
-        return _NAMED[pod.level_mark]
-    for level in (Level.CRITICAL, Level.HIGH, Level.MEDIUM):
-        floor = settings.level_min_priority.get(level.name.lower())
-        if floor is not None and pod.priority >= floor:
-            return level
-    return Level.LOW
+    """The highest level whose least priority the pod's ``spec.priority`` reaches (else
+    low), or the lower level the configured label names. The label is its owner's word:
+    it may give standing up, never gain it."""
+    level = next(
+        (
+            candidate
+            for candidate in (Level.CRITICAL, Level.HIGH, Level.MEDIUM)
+            if (floor := settings.level_min_priority.get(candidate.name.lower())) is not None
+            and pod.priority >= floor
+        ),
+        Level.LOW,
+    )
+    named = _NAMED.get(pod.level_mark or "")
+    return level if named is None else min(level, named)
+
+
+# ------------------------------------------------------------------------ queues
+
+
+def queue_of(view: ClusterView, pod: PodFacts, settings: EvictionSettings, now: float) -> str:
+    """The queue whose cooldown and approval rule a round for ``pod`` follows: its
+    PodGroup's ``spec.queue``, or its namespace when it is in no PodGroup
+    (:mod:`coordinator.state.podgroups`).
+
+    While the PodGroup the pod names is not known, the cautious choice: the strictest of
+    the queues it could be in as far as is known (its namespace and the queues of its
+    namespace's known PodGroups). Cooling down is strictest, the longest first: it allows
+    no round at all; then the heaviest weight: a plan for it waits for approval wherever
+    any of them would; ties by name. A pod naming a PodGroup that does not exist is so
+    judged at least as strictly as the PodGroups of its namespace that do."""
+    known = view.queues.of(pod)
+    if known is not None:
+        return known
+
+    def strictness(queue: str) -> tuple[float, int]:
+        cooling_s = max(0.0, view.cooldown_until.get(queue, now) - now)
+        return (cooling_s, settings.queue_weights.get(queue, 0))
+
+    return max(view.queues.candidates(pod.namespace), key=strictness)
 
 
 # -------------------------------------------------------------------- planning
@@ -112,7 +147,8 @@ def plan_preemption(
     """The cheapest round that makes the pending ``pod`` fit somewhere: the node and the
     victims minimising :attr:`Plan.cost`, every rule holding — or why there is none.
     ``now`` is Unix seconds (checkpoint times and cooldowns are wall-clock facts)."""
-    refusal = _gate(view, pod.queue, settings, now)
+    queue = queue_of(view, pod, settings, now)
+    refusal = _gate(view, queue, settings, now)
     if refusal is not None:
         return refusal
     level = level_of(pod, settings)
@@ -136,13 +172,13 @@ def plan_preemption(
     if not best:
         return Refusal(f"no node: {pod.key} would still not fit after evicting every allowed pod")
     node, (cost, victims) = min(best.items(), key=lambda item: (item[1][0], item[0]))
-    weight = settings.queue_weights.get(pod.queue, 0)
+    weight = settings.queue_weights.get(queue, 0)
     return Plan(
         trigger="preemption",
         node=node,
         victims=victims,
         preemptor=pod.key,
-        queue=pod.queue,
+        queue=queue,
         reason=(
             f"{pod.key} ({level.name.lower()}) fits on {node} after evicting"
             f" {len(victims)} pod(s): {', '.join(f'{v.namespace}/{v.name}' for v in victims)}"
@@ -168,7 +204,7 @@ def narrow_victims(
     count, affinity) are what the evictions are for, and Stowage cannot judge how many it
     needs: the proposed victims the rules allow stay, together, or the node is left out
     when they may not all go."""
-    if _gate(view, pod.queue, settings, now) is not None:
+    if _gate(view, queue_of(view, pod, settings, now), settings, now) is not None:
         return {}
     level = level_of(pod, settings)
     if level - settings.min_level_gap < Level.LOW:
@@ -300,15 +336,15 @@ class _Rules:
         return found
 
     def allowed(self, uid: str) -> bool:
-        """Whether the pod may be evicted on its own account: the level gap, not
-        checkpointing now, and at most one budget covering it (the Eviction API refuses
-        a pod under two with a 500)."""
+        """Whether the pod may be evicted on its own account: the level gap, no
+        checkpointing claim shielding it now, and at most one budget covering it (the
+        Eviction API refuses a pod under two with a 500)."""
         ok = self._allowed.get(uid)
         if ok is None:
-            facts = self.facts(uid)
+            self.facts(uid)
             ok = self._allowed[uid] = (
                 self.displacer - self.level[uid] >= self.settings.min_level_gap
-                and not facts.checkpointing
+                and uid not in self.view.shielded
                 and len(self.budgets(uid)) <= 1
             )
         return ok
@@ -371,7 +407,7 @@ class _Rules:
                     node=view.held[uid].node,
                     level=level,
                     priority=facts.priority,
-                    queue=facts.queue,
+                    queue=queue_of(view, facts, self.settings, self.now),
                     checkpoint_age_s=age,
                     gang=facts.gang,
                     reason=f"{reason} ({level.name.lower()}, {said})",

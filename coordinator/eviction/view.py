@@ -3,8 +3,9 @@ filter about.
 
 A :class:`ClusterView` is taken from the live cluster at one moment
 (:func:`view_of`): the cluster state, what every bound pod holds, the pods' facts, the
-PodDisruptionBudgets, which nodes have fresh reports, and the queues cooling down. The
-planner reads it and never changes it.
+PodDisruptionBudgets, the PodGroups' queues, which pods a checkpointing claim shields,
+which nodes have fresh reports, and the queues cooling down. The planner reads it and
+never changes it.
 
 A *what-if state* (:func:`given_back`) is a :class:`ClusterState` with one row per
 candidate eviction set: the row of the set's node with the set's resources given back.
@@ -17,6 +18,7 @@ refuse.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -29,6 +31,7 @@ from coordinator.live.holdings import Held
 from coordinator.scoring.base import Policy
 from coordinator.state.cluster import ClusterState
 from coordinator.state.podfacts import Budget, PodFacts
+from coordinator.state.podgroups import Queues
 
 if TYPE_CHECKING:
     from coordinator.live.cluster import LiveCluster
@@ -51,6 +54,11 @@ class ClusterView:
     """False until the PodDisruptionBudgets were listed: nothing is planned before."""
     fresh: frozenset[str] = frozenset()
     """Nodes whose latest report is within its TTL (the coordinator's receipt clock)."""
+    queues: Queues = field(default_factory=lambda: Queues({}))
+    """The PodGroups' queues, which the pods' queues come from."""
+    shielded: frozenset[str] = frozenset()
+    """Uids of the pods whose checkpointing claim shields them now
+    (:mod:`coordinator.state.checkpointing`)."""
     cooldown_until: Mapping[str, float] = field(default_factory=dict)
     """Queue → until when (Unix seconds) its last round keeps it from another."""
     on_node: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -69,16 +77,8 @@ class ClusterView:
             on_node.setdefault(held.node, []).append(uid)
             if facts.gang is not None:
                 gangs.setdefault(facts.gang, []).append(uid)
-        return ClusterView(
-            state=self.state,
-            policy=self.policy,
-            signals=self.signals,
-            held=self.held,
-            pods=self.pods,
-            budgets=self.budgets,
-            budgets_synced=self.budgets_synced,
-            fresh=self.fresh,
-            cooldown_until=self.cooldown_until,
+        return dataclasses.replace(
+            self,
             on_node={n: tuple(sorted(u)) for n, u in on_node.items()},
             gangs={g: tuple(sorted(u)) for g, u in gangs.items()},
         )
@@ -99,6 +99,8 @@ def view_of(
         budgets=tuple(cluster.budgets.by_key.values()),
         budgets_synced=cluster.budgets.synced,
         fresh=frozenset(cluster.signals),
+        queues=cluster.podgroups.queues(),
+        shielded=cluster.claims.shielded(cluster.facts, cluster.clock.monotonic()),
         cooldown_until=dict(cooldown_until or {}),
     ).index()
 

@@ -6,6 +6,11 @@ after ``timeoutSeconds`` and resumes from the last resourceVersion seen (bookmar
 fresh); a 410 Gone (history compacted) or any error relists after a short backoff; a full
 relist also happens every ``resync_s``. Lists and watch events stay JSON (the client's
 model objects cost milliseconds each to build, and nothing here needs them).
+
+An *optional* resource (a custom resource whose CRD may not be installed, such as Volcano's
+PodGroups) that the API server does not serve answers its list with a 404: that reads as
+an empty list, is logged once, and the list is tried again every ``resync_s`` (the CRD
+may be installed later). A 404 for any other resource is an error like the rest.
 """
 
 from __future__ import annotations
@@ -37,10 +42,17 @@ class Feed:
     upsert: Callable[[Mapping[str, Any]], None]
     delete: Callable[[Mapping[str, Any]], None]
     synced: Callable[[], None]
+    optional: bool = False
+    """The API server may not serve the resource (a CRD not installed): a 404 on the list
+    reads as an empty list instead of an error."""
 
 
 class Gone(Exception):  # noqa: N818 - a control signal: relist
     """The watch's resourceVersion is too old (410): list again."""
+
+
+class NotServed(Exception):  # noqa: N818 - a control signal: none, list again later
+    """An optional resource's list answered 404: the API server does not serve it."""
 
 
 class Reflector:
@@ -75,15 +87,26 @@ class Reflector:
 
     def _run(self) -> None:
         failures = 0
+        served = True
         while not self.stopping.is_set():
             try:
                 version = self._relist()
                 failures = 0
+                if not served:
+                    log.info("watch %s: now served by the API server", self.resource)
+                    served = True
                 deadline = time.monotonic() + self._resync_s
                 while not self.stopping.is_set() and time.monotonic() < deadline:
                     version = self._watch(version)
             except Gone:
                 self._metrics.watch_restarts.labels(self.resource, "expired").inc()
+            except NotServed as e:
+                if served:
+                    log.warning("watch %s: not served (%s); taken as none", self.resource, e)
+                    served = False
+                self._call(self._feed.replace, [])
+                self._call(self._feed.synced)
+                self.stopping.wait(self._resync_s)
             except Exception as e:  # any failure: back off, relist; never die
                 if self.stopping.is_set():
                     return
@@ -96,7 +119,14 @@ class Reflector:
                 self.stopping.wait(delay)
 
     def _relist(self) -> str:
-        response = self._list(_preload_content=False, _request_timeout=60)
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            response = self._list(_preload_content=False, _request_timeout=60)
+        except ApiException as e:
+            if e.status == 404 and self._feed.optional:
+                raise NotServed(translate(self.resource, e)) from e
+            raise
         body = json.loads(response.data)
         items = body.get("items") or []
         self._call(self._feed.replace, items)

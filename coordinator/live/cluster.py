@@ -38,9 +38,11 @@ from coordinator.metrics import CoordinatorMetrics
 from coordinator.scoring import registry
 from coordinator.scoring.base import Policy
 from coordinator.scoring.engine import Engine
+from coordinator.state.checkpointing import CheckpointingClaims
 from coordinator.state.cluster import ClusterState, NodeSpec
 from coordinator.state.kubeobjects import ObjectError, node_spec, pod_request
 from coordinator.state.podfacts import Budgets, PodFacts, pod_facts
+from coordinator.state.podgroups import PodGroups
 from coordinator.state.podrequest import PodRequest
 from coordinator.state.reports import signals_of
 from coordinator.state.signals import UNKNOWN, NodeSignals
@@ -77,10 +79,13 @@ class LiveCluster:
         self.pods: dict[str, PodRequest] = {}
         """Every non-terminal pod the API server has, bound or pending, by ``ns/name``."""
         self.facts: dict[str, PodFacts] = {}
-        """The same pods' facts for the eviction planner (level, queue, gang, checkpoint),
-        by uid."""
+        """The same pods' facts for the eviction planner (level, gang, checkpoint), by uid."""
+        self.claims = CheckpointingClaims(settings.evictions.checkpointing_max_s)
+        """Since when each pod's checkpointing claim counts, across its updates."""
         self.budgets = Budgets()
         """PodDisruptionBudgets, from their watch."""
+        self.podgroups = PodGroups()
+        """Volcano PodGroups' queues, from their watch (none where Volcano is not installed)."""
         self.state: ClusterState | None = None
         self.engine: Engine | None = None
         self._row_memo = RowMemo()
@@ -144,6 +149,7 @@ class LiveCluster:
         if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
             self.pods.pop(key, None)
             self.facts.pop(uid, None)
+            self.claims.forget(uid)
             if current is not None:
                 holdings.release(self.state, uid)
             return
@@ -155,7 +161,8 @@ class LiveCluster:
         if key not in self.pods:  # first sight: a policy that learns the workload learns it
             self.policy.observe(self.state, request, None)  # type: ignore[arg-type]
         self.pods[key] = request
-        self.facts[uid] = pod_facts(pod, request, self.settings.evictions.level_label)
+        facts = self.facts[uid] = pod_facts(pod, request, self.settings.evictions.level_label)
+        self.claims.observe(facts, self.clock.monotonic())
         if not node or node not in self.specs:
             if current is not None and current.assumed_until is None:
                 holdings.release(self.state, uid)
@@ -169,6 +176,7 @@ class LiveCluster:
         self.pods.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", None)
         uid = meta.get("uid")
         self.facts.pop(uid, None)
+        self.claims.forget(uid)
         self.holdings.unplaced.pop(uid, None)
         if uid in self.holdings.held:
             self.holdings.release(self.state, uid)
@@ -189,6 +197,7 @@ class LiveCluster:
             if key in previous:  # not a first sight: the policy learnt it already
                 self.pods[key] = previous[key]
             self.upsert_pod(pod)
+        self.claims.retain(listed)
 
     def assume(self, uid: str, request: PodRequest, node: str) -> None:
         """Count a pod on the node the extender ranked first until the watch catches up

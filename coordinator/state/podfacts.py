@@ -2,16 +2,23 @@
 objects the watches deliver and kept small (a Pod object is kilobytes; its facts are a
 few fields).
 
-* A pod's **queue** is its Volcano queue (annotation ``scheduling.volcano.sh/queue-name``,
-  or the label ``volcano.sh/queue-name``), else its namespace.
+A pod's owner writes its labels, annotations and most of its spec, so no fact read here
+may favour the pod against other namespaces' pods:
+
+* Its **priority** is ``spec.priority``, which the Priority admission plugin resolves from
+  ``priorityClassName`` (and refuses a pod that sets another value): PriorityClasses are
+  cluster-scoped and written by operators. The level label may only lower the level it
+  gives (:func:`coordinator.eviction.plan.level_of`).
 * Its **gang** is its Volcano PodGroup (annotation ``scheduling.k8s.io/group-name``, which
   Volcano's controllers set on every pod of a job); how many members the gang needs to
   keep running is ``stowage.io/gang-min-member`` on the pod, and when that is not given,
   every running member: evicting any member then costs the whole gang, the safe
-  assumption for a gang-scheduled job.
+  assumption for a gang-scheduled job. Its **queue** is that PodGroup's ``spec.queue``
+  (:mod:`coordinator.state.podgroups`), else its namespace; never a queue the pod names.
 * Its **last checkpoint** is ``stowage.io/last-checkpoint`` or
-  ``volcano.sh/last-checkpoint-time`` (RFC 3339, or Unix seconds); a pod annotated
-  ``stowage.io/checkpointing: "true"`` is writing one now and is never a victim.
+  ``volcano.sh/last-checkpoint-time`` (RFC 3339, or Unix seconds). A pod annotated
+  ``stowage.io/checkpointing: "true"`` claims to be writing one now; the claim shields it
+  for a bounded time only (:mod:`coordinator.state.checkpointing`).
 * A **PodDisruptionBudget** covers the pods of its namespace its selector matches, as the
   Eviction API matches them: a nil or empty selector covers none.
 """
@@ -29,7 +36,6 @@ from coordinator.state.podrequest import PodRequest
 
 log = logging.getLogger(__name__)
 
-QUEUE_KEYS: Final = ("scheduling.volcano.sh/queue-name", "volcano.sh/queue-name")
 GANG_KEY: Final = "scheduling.k8s.io/group-name"
 GANG_MIN_KEY: Final = "stowage.io/gang-min-member"
 CHECKPOINT_KEYS: Final = ("stowage.io/last-checkpoint", "volcano.sh/last-checkpoint-time")
@@ -49,14 +55,16 @@ class PodFacts:
     """``spec.priority`` (what its PriorityClass resolved to); 0 when not set."""
     labels: Mapping[str, str]
     level_mark: str | None
-    """The level named by the configured label or annotation, lower-cased, if any."""
-    queue: str
+    """The level named by the configured label or annotation, lower-cased, if any: its
+    owner's word, which may only lower the level its priority gives."""
     gang: str | None
-    """``namespace/podgroup``."""
+    """``namespace/podgroup``: the PodGroup whose ``spec.queue`` is the pod's queue."""
     gang_min: int | None
     checkpoint_at: float | None
     """Unix seconds of its last checkpoint, if known."""
     checkpointing: bool
+    """Annotated ``stowage.io/checkpointing: "true"``: a claim, which shields the pod only
+    as long as :class:`coordinator.state.checkpointing.CheckpointingClaims` allows."""
     started_at: float | None
     """Unix seconds of ``status.startTime``, if known."""
     request: PodRequest
@@ -78,7 +86,6 @@ def pod_facts(pod: Mapping[str, Any], request: PodRequest, level_label: str) -> 
     marks = {**notes, **labels}
     spec = pod.get("spec") or {}
     priority = spec.get("priority")
-    queue = next((marks[k] for k in QUEUE_KEYS if marks.get(k)), namespace)
     group = notes.get(GANG_KEY) or labels.get(GANG_KEY)
     mark = marks.get(level_label)
     return PodFacts(
@@ -89,7 +96,6 @@ def pod_facts(pod: Mapping[str, Any], request: PodRequest, level_label: str) -> 
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
         labels=labels,
         level_mark=mark.strip().lower() if mark else None,
-        queue=queue,
         gang=f"{namespace}/{group}" if group else None,
         gang_min=_count(marks.get(GANG_MIN_KEY), f"pod {namespace}/{name}: {GANG_MIN_KEY}"),
         checkpoint_at=next(

@@ -2,8 +2,10 @@
 
 The calls are read from the code, not listed here: an AST walk over each component's
 packages finds the ``kubernetes`` client API classes it builds and every endpoint method of
-those classes it calls or hands over (a list method handed to the watch Reflector is both
-listed and watched), plus the literal method and path of raw requests
+those classes it calls or hands over (a list method handed to the watch Reflector, as it
+is or bound by ``functools.partial``, is both listed and watched; a custom resource's
+group, version and plural are the call's literal arguments), plus the literal method and
+path of raw requests
 (``ApiClient.param_serialize``, which every raw ``call_api`` is built by). Each method's HTTP
 method and path come from the client itself (its generated ``_<method>_serialize``), and
 map to (apiGroup, resource, verb) the way the API server's authorizer sees the request.
@@ -182,10 +184,17 @@ def scan(packages: tuple[str, ...]) -> Calls:
         if isinstance(node, ast.Call) and (name := _called(node)) in API_CLASSES
     }  # fmt: skip
     watched = {
-        arg.attr for tree in trees for node in ast.walk(tree)
+        method.attr for tree in trees for node in ast.walk(tree)
         if isinstance(node, ast.Call) and _called(node) == "Reflector"
-        for arg in node.args if isinstance(arg, ast.Attribute)
+        for arg in node.args if (method := _handed(arg)) is not None
     }  # fmt: skip
+    arguments: dict[int, list[ast.expr]] = {}
+    """A method's node (by id) -> the positional arguments it is called or bound with."""
+    for node in (n for t in trees for n in ast.walk(t) if isinstance(n, ast.Call)):
+        if isinstance(node.func, ast.Attribute):
+            arguments[id(node.func)] = node.args
+        if (bound := _handed(node)) is not None:
+            arguments[id(bound)] = node.args[1:]
     functions = (ast.FunctionDef, ast.AsyncFunctionDef)
     for function in (n for t in trees for n in ast.walk(t) if isinstance(n, functions)):
         called = {_called(n) for n in ast.walk(function) if isinstance(n, ast.Call)}
@@ -203,6 +212,10 @@ def scan(packages: tuple[str, ...]) -> Calls:
                 classes = owners[node.attr]
                 assert len(classes) == 1, f"{node.attr} is ambiguous among {classes}"
                 http, path = endpoint(classes[0], node.attr)
+                path = filled(classes[0], node.attr, path, arguments.get(id(node), []))
+                assert "{group}" not in path and "{plural}" not in path, (
+                    f"{node.attr}: a custom resource without a literal group and plural"
+                )
                 calls.permissions |= permissions(http, path, node.attr in watched)
             elif isinstance(node, ast.Call) and _called(node) == "param_serialize":
                 http, path = (a.value for a in node.args[:2] if isinstance(a, ast.Constant))
@@ -221,6 +234,16 @@ def endpoint(cls: type, method: str) -> tuple[str, str]:
     return found
 
 
+def filled(cls: type, method: str, path: str, args: list[ast.expr]) -> str:
+    """``path`` with the path parameters that the call gives as literal positional
+    arguments filled in (a custom resource's group, version and plural)."""
+    names = [n for n in inspect.signature(getattr(cls, method)).parameters if n != "self"]
+    for name, arg in zip(names, args, strict=False):
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            path = path.replace(f"{{{name}}}", arg.value)
+    return path
+
+
 def permissions(http: str, path: str, watched: bool) -> set[Permission]:
     parts = path.strip("/").split("/")
     group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
@@ -235,6 +258,16 @@ def permissions(http: str, path: str, watched: bool) -> set[Permission]:
     else:
         verbs = {_VERBS[http]}
     return {(group, resource, verb) for verb in verbs}
+
+
+def _handed(node: ast.expr) -> ast.Attribute | None:
+    """The client method an argument hands over: as it is, or as ``partial(method, ...)``."""
+    if isinstance(node, ast.Attribute):
+        return node
+    if isinstance(node, ast.Call) and _called(node) == "partial" and node.args:
+        first = node.args[0]
+        return first if isinstance(first, ast.Attribute) else None
+    return None
 
 
 def _called(node: ast.Call) -> str | None:

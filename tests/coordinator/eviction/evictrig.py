@@ -1,5 +1,5 @@
-"""A live cluster built from Node, Pod and PodDisruptionBudget objects as the watches
-deliver them, and the planner's view of it."""
+"""A live cluster built from Node, Pod, PodDisruptionBudget and PodGroup objects as the
+watches deliver them, and the planner's view of it."""
 
 from __future__ import annotations
 
@@ -72,6 +72,19 @@ def pod(
     }
 
 
+def podgroup(name: str, queue: str | None, namespace: str = "ns") -> dict[str, Any]:
+    """A Volcano PodGroup in ``queue`` (None: no ``spec.queue``)."""
+    spec: dict[str, Any] = {"minMember": 1}
+    if queue is not None:
+        spec["queue"] = queue
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
 def pdb(name: str, match: dict[str, str], allowed: int, namespace: str = "ns") -> dict[str, Any]:
     return {
         "metadata": {"name": name, "namespace": namespace, "generation": 1},
@@ -110,6 +123,10 @@ class EvictRig:
 
     def budgets(self, *pdbs: dict[str, Any]) -> EvictRig:
         self.cluster.budgets.replace(pdbs)
+        return self
+
+    def podgroups(self, *groups: dict[str, Any]) -> EvictRig:
+        self.cluster.podgroups.replace(groups)
         return self
 
     def view(self, cooldown_until: dict[str, float] | None = None) -> ClusterView:

@@ -15,7 +15,7 @@ from coordinator.eviction.view import given_back
 from coordinator.live.decisions import judge
 from coordinator.state.podfacts import budget_of
 from coordinator.state.signals import NodeSignals
-from tests.coordinator.eviction.evictrig import H100, NOW, EvictRig, node, pdb, pod
+from tests.coordinator.eviction.evictrig import H100, NOW, EvictRig, node, pdb, pod, podgroup
 
 HIGH = 10_000
 MEDIUM = 1_000
@@ -38,7 +38,7 @@ def rig_with(*objs: dict, nodes: tuple[str, ...] = ("gpu-a", "gpu-b")) -> EvictR
 # ------------------------------------------------------------------------ levels
 
 
-def test_levels_come_from_priority_values_and_the_label_wins() -> None:
+def test_levels_come_from_priority_values_and_the_label_only_lowers_them() -> None:
     rig = EvictRig()
     settings = rig.evictions
     assert level_of(rig.facts(pod("x", priority=0)), settings) == Level.LOW
@@ -47,6 +47,25 @@ def test_levels_come_from_priority_values_and_the_label_wins() -> None:
     assert level_of(rig.facts(pod("x", priority=CRITICAL)), settings) == Level.CRITICAL
     marked = pod("x", priority=CRITICAL, labels={"stowage.io/priority-level": "Low"})
     assert level_of(rig.facts(marked), settings) == Level.LOW
+    for priority, mark, level in (
+        (0, "critical", Level.LOW),
+        (MEDIUM, "high", Level.MEDIUM),
+        (HIGH, "critical", Level.HIGH),
+        (HIGH, "medium", Level.MEDIUM),
+    ):
+        as_label = pod("x", priority=priority, labels={"stowage.io/priority-level": mark})
+        as_note = pod("x", priority=priority, annotations={"stowage.io/priority-level": mark})
+        assert level_of(rig.facts(as_label), settings) == level, (priority, mark)
+        assert level_of(rig.facts(as_note), settings) == level, (priority, mark)
+
+
+def test_a_priority_0_pod_labelled_critical_displaces_no_one() -> None:
+    """Self-promotion: its owner writes the label; its PriorityClass says low."""
+    rig = rig_with(pod("theirs", node="gpu-a", gpus=8, namespace="team-b"), nodes=("gpu-a",))
+    promoted = pending(0, namespace="team-a", labels={"stowage.io/priority-level": "critical"})
+    refused = plan(rig.view(), rig.facts(promoted), rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    assert refused.reason.startswith("team-a/want is low")
 
 
 def test_two_level_rule_a_high_pod_displaces_low_pods_only() -> None:
@@ -129,13 +148,84 @@ def test_volcano_checkpoint_time_counts_too() -> None:
     assert facts.checkpoint_at == pytest.approx(1_789_992_000.0)
 
 
-def test_a_pod_checkpointing_now_is_never_a_victim() -> None:
+def test_a_pod_checkpointing_now_is_not_a_victim() -> None:
     rig = rig_with(
         checkpointed("writing", "gpu-a", 10, **{"stowage.io/checkpointing": "true"}),
         checkpointed("old", "gpu-b", 7200),
     )
     chosen = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
     assert names(chosen) == ["old"]
+
+
+def claiming(checkpoint_at: float, claim: bool = True) -> dict:
+    """The one pod on gpu-a, its last checkpoint at ``checkpoint_at``, claiming or not."""
+    notes = {"stowage.io/last-checkpoint": str(checkpoint_at)}
+    if claim:
+        notes["stowage.io/checkpointing"] = "true"
+    return pod("writing", node="gpu-a", gpus=8, annotations=notes)
+
+
+def shielded(rig: EvictRig) -> bool:
+    """Whether the pending pod gets no plan (the claiming pod is all there is to evict)."""
+    result = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    if isinstance(result, Refusal):
+        return True
+    assert names(result) == ["writing"]
+    return False
+
+
+def test_a_checkpointing_claim_shields_for_checkpointing_max_s_only() -> None:
+    """A claim whose last checkpoint stands still stops shielding."""
+    rig = rig_with(claiming(NOW - 10), nodes=("gpu-a",))
+    rig.clock.advance(299)
+    rig.pods(claiming(NOW - 10))  # an update that moves nothing
+    assert shielded(rig)
+    rig.clock.advance(1)
+    assert not shielded(rig)
+
+
+def test_the_claim_lasts_while_the_last_checkpoint_moves() -> None:
+    rig = rig_with(claiming(NOW - 10), nodes=("gpu-a",))
+    for step in range(1, 4):
+        rig.clock.advance(200)
+        rig.pods(claiming(NOW - 10 + step * 200))
+        assert shielded(rig)
+    rig.clock.advance(100)
+    rig.cluster.replace_pods([claiming(NOW - 10 + 3 * 200)])  # a relist keeps the history
+    assert shielded(rig)
+    rig.clock.advance(100)
+    rig.pods(claiming(NOW - 600))  # an older checkpoint is no move
+    assert shielded(rig)
+    rig.clock.advance(100)
+    assert not shielded(rig)
+
+
+def test_taking_the_claim_off_and_back_starts_nothing_afresh() -> None:
+    rig = rig_with(claiming(NOW - 10), nodes=("gpu-a",))
+    rig.clock.advance(200)
+    rig.pods(claiming(NOW - 10, claim=False))
+    assert not shielded(rig)
+    rig.clock.advance(50)
+    rig.pods(claiming(NOW - 10))
+    assert shielded(rig)
+    rig.clock.advance(50)
+    rig.cluster.replace_pods([claiming(NOW - 10)])  # a relist keeps the history too
+    assert not shielded(rig)
+
+
+def test_a_claim_counts_for_the_configured_time() -> None:
+    settings = CoordinatorSettings(
+        policy=PolicySettings(name="most-allocated"),
+        evictions=EvictionSettings(checkpointing_max_s=30),
+    )
+    rig = EvictRig(settings=settings).nodes(node("gpu-a")).pods(claiming(NOW - 10))
+    rig.clock.advance(29)
+    assert shielded(rig)
+    rig.clock.advance(1)
+    assert not shielded(rig)
+    rig.cluster.remove_pod(claiming(NOW - 10))
+    rig.pods(claiming(NOW - 10))  # the same uid back: a pod deleted is forgotten
+    assert shielded(rig)
 
 
 # ------------------------------------------------------------------------ PDBs
@@ -265,11 +355,80 @@ def test_a_queue_cooling_down_gets_no_round() -> None:
     assert names(plan(cooled, rig.facts(pending()), rig.evictions, NOW)) == ["low"]
 
 
-def test_the_queue_is_volcano_s_when_the_pod_names_one() -> None:
-    rig = rig_with(pod("low", node="gpu-a", gpus=8), nodes=("gpu-a",))
-    wants = pending(annotations={"scheduling.volcano.sh/queue-name": "research"})
+GANG = "scheduling.k8s.io/group-name"
+
+
+def weighted(**weights: int) -> EvictRig:
+    settings = CoordinatorSettings(
+        policy=PolicySettings(name="most-allocated"),
+        evictions=EvictionSettings(queue_weights=weights),
+    )
+    return EvictRig(settings=settings).nodes(node("gpu-a")).pods(pod("low", node="gpu-a", gpus=8))
+
+
+def test_a_queue_the_pod_names_itself_counts_for_nothing() -> None:
+    """Queue dodging: a made-up queue would have neither approval nor a cooldown."""
+    rig = weighted(ns=80)
+    wants = pending(
+        annotations={"scheduling.volcano.sh/queue-name": "made-up"},
+        labels={"volcano.sh/queue-name": "made-up"},
+    )
+    chosen = plan(rig.view(), rig.facts(wants), rig.evictions, NOW)
+    assert isinstance(chosen, Plan)
+    assert (chosen.queue, chosen.needs_approval) == ("ns", True)
+    assert chosen.victims[0].queue == "ns"
+    refused = plan(rig.view({"ns": NOW + 100}), rig.facts(wants), rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    assert "queue ns is cooling down" in refused.reason
+
+
+def test_the_queue_is_the_pod_s_podgroup_s() -> None:
+    rig = weighted(research=80).podgroups(podgroup("job", "research"), podgroup("plain", None))
+    wants = pending(annotations={GANG: "job", "scheduling.volcano.sh/queue-name": "made-up"})
     chosen = plan(rig.view({"ns": NOW + 100}), rig.facts(wants), rig.evictions, NOW)
-    assert isinstance(chosen, Plan) and chosen.queue == "research"
+    assert isinstance(chosen, Plan)
+    assert (chosen.queue, chosen.needs_approval) == ("research", True)
+    refused = plan(rig.view({"research": NOW + 100}), rig.facts(wants), rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    assert "queue research is cooling down" in refused.reason
+    # A PodGroup without spec.queue is in Volcano's default queue.
+    plain = plan(rig.view(), rig.facts(pending(annotations={GANG: "plain"})), rig.evictions, NOW)
+    assert isinstance(plain, Plan) and plain.queue == "default"
+    # The same name in another namespace is another PodGroup.
+    rig.podgroups(podgroup("job", "research", namespace="elsewhere"))
+    assert rig.cluster.podgroups.queues().of(rig.facts(wants)) is None
+
+
+def test_a_victim_s_queue_is_its_podgroup_s_too() -> None:
+    rig = rig_with(
+        pod(
+            "in-job", node="gpu-a", gpus=8, annotations={GANG: "old", "volcano.sh/queue-name": "x"}
+        ),
+        nodes=("gpu-a",),
+    ).podgroups(podgroup("old", "batch"))
+    chosen = plan(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert isinstance(chosen, Plan)
+    assert [(v.name, v.queue) for v in chosen.victims] == [("in-job", "batch")]
+
+
+def test_until_its_podgroup_is_known_the_strictest_queue_of_its_namespace_rules() -> None:
+    rig = weighted(batch=10, research=80, theirs=100).podgroups(
+        podgroup("a", "batch"),
+        podgroup("b", "research"),
+        podgroup("c", "theirs", namespace="elsewhere"),  # not a queue ns's pods use
+    )
+    unknown = pending(annotations={GANG: "not-there"})
+    chosen = plan(rig.view(), rig.facts(unknown), rig.evictions, NOW)
+    assert isinstance(chosen, Plan)
+    assert (chosen.queue, chosen.needs_approval) == ("research", True)
+    # A queue cooling down is stricter still: it allows no round at all.
+    refused = plan(rig.view({"batch": NOW + 50}), rig.facts(unknown), rig.evictions, NOW)
+    assert isinstance(refused, Refusal)
+    assert "queue batch is cooling down for another 50 s" in refused.reason
+    # With no PodGroups known (none listed yet, or Volcano not installed): the namespace.
+    rig.podgroups()
+    alone = plan(rig.view(), rig.facts(unknown), rig.evictions, NOW)
+    assert isinstance(alone, Plan) and (alone.queue, alone.needs_approval) == ("ns", False)
 
 
 @pytest.mark.parametrize(("weight", "needed"), [(50, False), (51, True)])

@@ -104,6 +104,11 @@ def test_load_file_rejects_invalid_yaml(tmp_path):
         ({"cooldown_s": "soon"}, "evictions.cooldown_s"),
         ({"queue_weights": {"team-a": "heavy"}}, "evictions.queue_weights"),
         ({"max_per_cycles": 3}, "evictions.max_per_cycles"),
+        ({"checkpointing_max_s": 0}, "evictions.checkpointing_max_s"),
+        ({"checkpointing_max_s": -60}, "evictions.checkpointing_max_s"),
+        ({"checkpointing_max_s": float("nan")}, "evictions.checkpointing_max_s"),
+        ({"checkpointing_max_s": float("inf")}, "evictions.checkpointing_max_s"),
+        ({"checkpointing_max_s": "a while"}, "evictions.checkpointing_max_s"),
     ],
 )
 def test_bad_eviction_settings_name_the_key(evictions, key):
@@ -121,8 +126,10 @@ def test_eviction_settings_at_their_bounds_are_taken():
                 "min_level_gap": 3,
                 "max_per_cycle": 1,
                 "level_min_priority": {"medium": 7, "high": 7},
+                "checkpointing_max_s": 0.5,
             }
         },
     ).evictions
+    assert settings.checkpointing_max_s == 0.5
     assert settings.pressure_full_avg10_pct == 100.0 and settings.min_level_gap == 3
     assert settings.max_per_cycle == 1 and settings.level_min_priority == {"medium": 7, "high": 7}
