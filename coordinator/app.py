@@ -36,12 +36,14 @@ from coordinator.kube import (
     publisher,
     watches,
 )
+from coordinator.looplag import LoopLag
 from coordinator.nodeview import NODE_VIEW, NodeView
 from coordinator.services import SERVICES, Services
 
 log = logging.getLogger(__name__)
 
 API_CLIENT = web.AppKey("api_client", object)
+LOOP_LAG = web.AppKey("loop_lag", LoopLag)
 
 
 def make_app(
@@ -60,10 +62,12 @@ def make_app(
     debug.add_routes(app)
     ui.add_routes(app)
     app[NODE_VIEW] = NodeView(services.cluster)
+    app[LOOP_LAG] = LoopLag(services.clock)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     app.cleanup_ctx.append(_expiry)
+    app.cleanup_ctx.append(_loop_lag)
     if api_client is None:
         services.synced.set()
     else:
@@ -101,9 +105,17 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    if request.app[SERVICES].synced.is_set():
-        return web.Response(text="ready\n")
-    return web.Response(text="waiting for the Node and Pod caches\n", status=503)
+    """Ready once the caches are filled, and while the event loop keeps up."""
+    services = request.app[SERVICES]
+    if not services.synced.is_set():
+        return web.Response(text="waiting for the Node and Pod caches\n", status=503)
+    lag = request.app[LOOP_LAG].lag_s()
+    limit = services.settings.server.ready_max_loop_lag_s
+    if lag > limit:
+        return web.Response(
+            text=f"event loop {lag:.2f} s behind (more than {limit:g} s)\n", status=503
+        )
+    return web.Response(text="ready\n")
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -113,6 +125,7 @@ async def metrics(request: web.Request) -> web.Response:
     that would otherwise hold up every scheduler call and report meanwhile."""
     exported = request.app[SERVICES].metrics
     exported.nodes.tiles = request.app[NODE_VIEW].tiles()
+    exported.loop_lag.set(request.app[LOOP_LAG].lag_s())
     body = await asyncio.to_thread(generate_latest, exported.registry)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -132,6 +145,14 @@ async def _expiry(app: web.Application) -> AsyncIterator[None]:
             await asyncio.sleep(period)
 
     task = asyncio.create_task(loop(), name="stowage-expiry")
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _loop_lag(app: web.Application) -> AsyncIterator[None]:
+    task = asyncio.create_task(app[LOOP_LAG].run(), name="stowage-loop-lag")
     yield
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):

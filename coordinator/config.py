@@ -434,6 +434,11 @@ class ServerSettings:
     """Most connections open at once on each listener; more wait in the accept queue.
     Every agent keeps one open to every replica: two per node of a 2,000-node cluster.
     The open-file limit is raised to fit it (or the cap lowered, with a warning)."""
+    ready_max_loop_lag_s: float = 0.5
+    """``/readyz`` fails while the event loop runs this many seconds behind
+    (``coordinator/looplag.py``): kube-scheduler's calls to a lagging replica would wait
+    their ``httpTimeout`` (100 ms as shipped), so the Service should send them to another
+    replica instead. Healthy, the loop is a few milliseconds behind at most."""
     extender_listen: str | None = None
     """``HOST:PORT`` of a second listener for the kube-scheduler extender
     (``/scheduler/*``), which then leaves the main one; with ``tls_client_ca_file`` it
@@ -457,6 +462,7 @@ class ServerSettings:
             read_timeout_s=self.read_timeout_s,
             keepalive_timeout_s=self.keepalive_timeout_s,
             max_connections=self.max_connections,
+            ready_max_loop_lag_s=self.ready_max_loop_lag_s,
         )
         if self.extender_listen is not None:
             _check_address("server.extender_listen", self.extender_listen)

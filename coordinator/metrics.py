@@ -96,6 +96,12 @@ class CoordinatorMetrics:
             registry=r,
         )
         self.known_nodes = Gauge("stowage_nodes", "Nodes in the cluster state.", registry=r)
+        self.loop_lag = Gauge(
+            "stowage_event_loop_lag_seconds",
+            "How far behind the event loop runs what is due (readiness fails above"
+            " server.ready_max_loop_lag_s).",
+            registry=r,
+        )
         self.patches = Counter(
             "stowage_node_patches",
             "Node annotation patches, by result (ok, error).",
