@@ -29,13 +29,14 @@ def running(
     settings: Mapping[str, Any],
     name: str = "coordinator",
     extra: Sequence[str] = (),
+    port: int | None = None,
 ) -> Iterator[tuple[Program, str]]:
     """``stowage coordinator --kubeconfig`` with ``settings`` as its YAML config and
-    ``extra`` arguments, on a free port of 127.0.0.1; yields the process and its URL once it
-    is ready (``/readyz``: its Node and Pod caches listed; :class:`ControlPlaneError` with
-    its log if it exits first).
+    ``extra`` arguments, on ``port`` (a free one by default) of 127.0.0.1; yields the
+    process and its URL once it is ready (``/readyz``: its Node and Pod caches listed;
+    :class:`ControlPlaneError` with its log if it exits first).
     Stopped (SIGTERM, then SIGKILL) on the way out."""
-    port = free_port()
+    port = port or free_port()
     path = plane.root / f"{name}-{port}.yaml"
     path.write_text(yaml.safe_dump(dict(settings)))
     url = f"http://127.0.0.1:{port}"
