@@ -161,12 +161,18 @@ def _what(facts: NodeInput, alloc: int, covered_s: float) -> str:
     """The figure judged, and which one: a rate says the time it covers."""
     if facts.source is Source.LS_PODS and facts.pressure_rate:
         if covered_s > 0:
-            return f"LS cpu some {facts.pressure_pct:.1f}% over the last {covered_s:.0f}s"
+            return f"LS cpu some {facts.pressure_pct:.1f}% over the last {_seconds(covered_s)}s"
         return f"LS cpu some {facts.pressure_pct:.1f}% since the previous sample"
     if facts.source is not _NONE:
         return f"LS cpu some avg10 {facts.pressure_pct:.1f}%"
     assert facts.node_used_m is not None
     return f"node CPU use {100.0 * facts.node_used_m / alloc:.1f}%"
+
+
+def _seconds(span_s: float) -> str:
+    """A span for a reason: whole seconds from 10 s up, two significant digits below, so a
+    sub-second report interval reads "0.1s", not "0s"."""
+    return f"{span_s:.0f}" if span_s >= 10 else f"{span_s:.2g}"
 
 
 def _why(facts: NodeInput, pool: ColocationPool, alloc: int, high: bool, covered_s: float) -> str:

@@ -293,6 +293,17 @@ def test_a_rate_high_over_less_than_the_dwell_still_waits() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("covered_s", "said"),
+    [(0.1, "0.1s"), (0.25, "0.25s"), (4.0, "4s"), (9.4, "9.4s")],
+)
+def test_a_reason_says_the_span_a_rate_covers_sub_second_too(covered_s: float, said: str) -> None:
+    throttle = step(RELEASED, facts(47.5, pressure_rate=True), POOL, 1000.0, covered_s)
+    assert throttle.reason == (
+        f"no throttle yet: LS cpu some 47.5% over the last {said} >= 30% for 10s"
+    )
+
+
 def test_a_rate_without_a_known_interval_counts_from_now() -> None:
     throttles = rate_run([47.5, 44.0], covered_s=0.0)
     assert changes_of(throttles) == [(1, Change.TIGHTENED, 3_000)]
