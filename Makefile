@@ -14,7 +14,7 @@ BIN    := $(VENV)/bin
 IMAGE  ?= stowage
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 
-.PHONY: run test lint bench image clean cluster
+.PHONY: run test lint bench bench-scheduling image clean cluster
 
 $(BIN)/stowage: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ bench: $(BIN)/stowage
 
 cluster: $(BIN)/stowage
 	$(BIN)/python -m hack.cluster up $(ARGS)
+
+# What Stowage costs the real kube-scheduler (builds the control plane on first use);
+# ARGS="--nodes 500,5000" for both sizes.
+bench-scheduling: $(BIN)/stowage
+	$(BIN)/python -m hack.bench.scheduling $(ARGS)
 
 image:
 	docker build -t $(IMAGE):$(VERSION) .

@@ -68,6 +68,8 @@ class Program:
     name: str
     process: subprocess.Popen[bytes]
     log: Path
+    url: str = ""
+    """Where it serves (a kube-scheduler's secure port), when it does."""
 
     def tail(self, lines: int = 25) -> str:
         try:
@@ -257,7 +259,7 @@ class ControlPlane:
         port = free_port()
         path = self.root / f"{name}-{port}.yaml"
         path.write_text(yaml.safe_dump(config))
-        return self.start(
+        program = self.start(
             f"{name}-{port}",
             [
                 "kube-scheduler",
@@ -269,6 +271,8 @@ class ControlPlane:
             ],
             ready=lambda: _https_ok(f"https://127.0.0.1:{port}/readyz"),
         )
+        program.url = f"https://127.0.0.1:{port}"
+        return program
 
     def stop(self) -> None:
         """Stop every program, the last started first (the API server before etcd)."""
@@ -484,6 +488,19 @@ def _decoded(payload: bytes) -> Any:
 def _http_ok(url: str) -> bool:
     with urllib.request.urlopen(url, timeout=2) as response:
         return bool(response.status == 200)
+
+
+def scrape(self_signed_url: str, token: str) -> str:
+    """A component's ``/metrics`` (its certificate is its own, self-signed; the token's
+    user must be allowed ``get`` on ``/metrics``)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    request = urllib.request.Request(
+        self_signed_url + "/metrics", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=10, context=context) as response:
+        return str(response.read().decode())
 
 
 def _https_ok(url: str) -> bool:
