@@ -479,6 +479,21 @@ class ServerSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ExtenderSettings:
+    """How the kube-scheduler extender answers (``coordinator/extender/picking.py``)."""
+
+    pick_in_filter: bool = True
+    """Filter answers only the node Stowage ranks first, when nothing but Stowage's own
+    score would tell the feasible nodes apart: the pod asks for no soft placement
+    (preferred affinities, ``ScheduleAnyway`` spreading, a controller's default spreading)
+    and no offered node has a ``PreferNoSchedule`` taint. kube-scheduler then binds there
+    without scoring, so a pod costs one call instead of two. The node is the one
+    prioritize would have scored 10, which at the shipped weight 20 outweighs what the
+    plugins' scores tell such nodes apart by; false always leaves the choice to
+    kube-scheduler's scoring, Stowage's prioritize included."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinatorSettings:
     listen: str = "0.0.0.0:8080"
     policy: PolicySettings = field(default_factory=PolicySettings)
@@ -491,6 +506,7 @@ class CoordinatorSettings:
     colocation: ColocationSettings = field(default_factory=ColocationSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     evictions: EvictionSettings = field(default_factory=EvictionSettings)
+    extender: ExtenderSettings = field(default_factory=ExtenderSettings)
 
     def __post_init__(self) -> None:
         _check_address("listen", self.listen)

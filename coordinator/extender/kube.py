@@ -13,7 +13,9 @@
   there without asking prioritize, so the filter assumes the pod there itself (the real
   kube-scheduler, left unassumed, had the next pods' filter see room that was gone and
   overcommit GPU shares). A pod asked about again (a retry) first loses its own earlier
-  assumption, which must not stand in its way.
+  assumption, which must not stand in its way. Where nothing but Stowage's score would
+  tell the passing nodes apart, the filter answers only the node Stowage ranks first
+  (:mod:`coordinator.extender.picking`): one call per pod instead of two.
 * **Preempt** answers from the eviction planner: per candidate node, the cheapest subset
   of the victims kube-scheduler proposes that the rules allow (levels, budgets, no pod
   checkpointing now, no gang broken beyond the proposal) and after whose eviction
@@ -60,6 +62,7 @@ from coordinator.extender.handling import (
     read_json,
     request_of,
 )
+from coordinator.extender.picking import pick
 from coordinator.services import Services
 from coordinator.state.podfacts import pod_facts
 from coordinator.state.podrequest import PodRequest
@@ -81,6 +84,9 @@ async def filter_nodes(request: web.Request, services: Services) -> web.Response
     if uid:
         services.cluster.unassume(uid)  # asked again: its earlier guess no longer holds
     result = services.cluster.filter(pod, args.names)
+    chosen = pick(services.cluster, args.pod, pod, args.names, result.passing) if uid else None
+    if chosen is not None:
+        result.passing = [chosen]  # Stowage's first choice alone (see picking)
     if len(result.passing) == 1 and uid:
         services.cluster.assume(uid, pod, result.passing[0])  # no prioritize will follow
     if args.nodes is not None:

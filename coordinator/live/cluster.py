@@ -65,6 +65,9 @@ class LiveCluster:
         self.metrics = metrics
         self.policy = policy or registry.build_policy(settings.policy.name, settings.policy.args)
         self.specs: dict[str, NodeSpec] = {}
+        self.soft_tainted: set[str] = set()
+        """Nodes with a ``PreferNoSchedule`` taint: kube-scheduler's scoring weighs them
+        down, which the extender's filter must not pre-empt by picking a node itself."""
         self.holdings = Holdings(settings.kube)
         self.signals: dict[str, NodeSignals] = {}
         """Fresh signals by node: a node without an entry is unknown (neutral)."""
@@ -107,11 +110,13 @@ class LiveCluster:
             log.warning("ignoring node: %s", e)
             return
         self.colocation.set_labels(spec.name, _labels(node))
+        self._note_taints(spec.name, node)
         if self.specs.get(spec.name) != spec:
             self.specs[spec.name] = spec
             self._rebuild()
 
     def remove_node(self, name: str) -> None:
+        self.soft_tainted.discard(name)
         if self.specs.pop(name, None) is not None:
             self._forget_nodes({name})
             self._rebuild()
@@ -119,6 +124,7 @@ class LiveCluster:
     def replace_nodes(self, nodes: Iterable[Mapping[str, Any]]) -> None:
         """A full relist: exactly these nodes (those that can be understood), from now on."""
         specs = {}
+        self.soft_tainted = set()
         for node in nodes:
             try:
                 spec = node_spec(node)
@@ -127,6 +133,7 @@ class LiveCluster:
                 continue
             specs[spec.name] = spec
             self.colocation.set_labels(spec.name, _labels(node))
+            self._note_taints(spec.name, node)
         if specs != self.specs:
             gone = self.specs.keys() - specs.keys()
             self.specs = specs
@@ -296,6 +303,16 @@ class LiveCluster:
         return answer
 
     # -------------------------------------------------------------- internals
+
+    def _note_taints(self, name: str, node: Mapping[str, Any]) -> None:
+        taints = (node.get("spec") or {}).get("taints")
+        soft = isinstance(taints, list) and any(
+            isinstance(t, Mapping) and t.get("effect") == "PreferNoSchedule" for t in taints
+        )
+        if soft:
+            self.soft_tainted.add(name)
+        else:
+            self.soft_tainted.discard(name)
 
     def _engine(self) -> Engine:
         if self.engine is None:

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from coordinator.config import CoordinatorSettings, PolicySettings
+from coordinator.config import CoordinatorSettings, ExtenderSettings, PolicySettings
 from coordinator.extender import kube, volcano
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
@@ -87,9 +87,13 @@ class Rig:
 
 MakeRig = Callable[..., Awaitable[Rig]]
 
-MOST_ALLOCATED = CoordinatorSettings(policy=PolicySettings(name="most-allocated"))
+MOST_ALLOCATED = CoordinatorSettings(
+    policy=PolicySettings(name="most-allocated"),
+    extender=ExtenderSettings(pick_in_filter=False),
+)
 """kube-scheduler's MostAllocated (cpu and memory, weight 1): scores a test can work out
-by hand — ``(cpu_used% + mem_used%) / 2``, truncated."""
+by hand — ``(cpu_used% + mem_used%) / 2``, truncated. Filter answers every passing node
+(what these tests are about); ``test_extender_picking`` has it pick."""
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.config import CoordinatorSettings, PolicySettings
+from coordinator.config import CoordinatorSettings, ExtenderSettings, PolicySettings
 from coordinator.extender import kube
 from coordinator.extender.handling import MAX_NODES_PER_REQUEST
 from tests.coordinator.extender.conftest import MakeRig, Rig
@@ -122,7 +122,7 @@ async def test_nodes_mode_never_changes_a_known_node(rig: Rig):
 
 async def test_the_default_policy_places_cpu_pods_next_to_free_gpus(make_rig: MakeRig):
     """A CPU-only pod is never left pending beside a GPU node's free CPU unless asked for."""
-    rig = await make_rig(CoordinatorSettings())
+    rig = await make_rig(CoordinatorSettings(extender=ExtenderSettings(pick_in_filter=False)))
     body = {"Pod": pod(), "Nodes": None, "NodeNames": ["gpu-1", "node-a"]}
     status, reply = await rig.post(FILTER, body)
     assert status == 200
