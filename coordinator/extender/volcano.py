@@ -11,7 +11,10 @@ extender.
   the extender's ``nodeScore`` *raw* to the other plugins' scores, and ``binpack`` gives
   0–100 × ``binpack.weight``; on 0–10 we would be lost next to it. At × 10 the node we
   would pick weighs as much as a weight-1 binpack's full score. Like kube-scheduler's
-  prioritize, the node scored highest then counts the task as assumed.
+  prioritize, the node scored highest then counts the task as assumed — for Volcano's
+  calls only (:meth:`coordinator.live.LiveCluster.counting_volcano`): the plugin sends no
+  credentials, so what anyone tells ``/volcano/*`` must not change what kube-scheduler,
+  perhaps behind mutual TLS, is told.
 
 The task is judged from its embedded ``Pod`` when Volcano sends one (annotations, QoS and
 all), else from ``Resreq`` (see :func:`coordinator.extender.wire.decode_predicate_args`).
@@ -54,7 +57,8 @@ async def predicate(request: web.Request, services: Services) -> web.Response:
     task, node = wire.decode_predicate_args(await read_json(request, MAX_BODY_B))
     pod = request_of(task.pod, services.settings)
     check_nodes("node", [("node.Node", node.node)])
-    result = services.cluster.filter(pod, [node.name])
+    with services.cluster.counting_volcano():
+        result = services.cluster.filter(pod, [node.name])
     if node.name in result.unresolvable:
         reply = wire.predicate_reply(False, result.unresolvable[node.name], unresolvable=True)
     elif node.name in result.failed:
@@ -70,12 +74,12 @@ async def prioritize(request: web.Request, services: Services) -> web.Response:
     pod = request_of(task.pod, services.settings)
     check_nodes("nodes", [(f"nodes[{i}].Node", n.node) for i, n in enumerate(nodes)])
     names = [n.name for n in nodes]
-    scores = services.cluster.prioritize(pod, names)
-    reply = json_reply(wire.node_scores((name, scores[name] * SCORE_SCALE) for name in names))
-    chosen = [name for name, score in scores.items() if score == wire.MAX_EXTENDER_SCORE]
-    if chosen and task.uid:
-        services.cluster.assume(task.uid, pod, chosen[0])
-    return reply
+    with services.cluster.counting_volcano():
+        scores = services.cluster.prioritize(pod, names)
+        chosen = [name for name, score in scores.items() if score == wire.MAX_EXTENDER_SCORE]
+        if chosen and task.uid:
+            services.cluster.assume(task.uid, pod, chosen[0])
+    return json_reply(wire.node_scores((name, scores[name] * SCORE_SCALE) for name in names))
 
 
 def add_routes(app: web.Application) -> None:

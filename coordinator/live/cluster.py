@@ -7,7 +7,10 @@ reports, and the extender's decisions over them — all over one :class:`Cluster
   skipped with a warning, so it can never make later updates or reports fail.
 * **Pods** bound to a node take their requests from it; so do pods the extender just
   ranked first (*assumed*, :mod:`coordinator.live.holdings`) until the pod watch says
-  where they were bound or ``assumed_ttl_s`` passes.
+  where they were bound or ``assumed_ttl_s`` passes. Volcano's assumptions count only for
+  Volcano's calls (:meth:`LiveCluster.counting_volcano`): its plugin cannot authenticate,
+  so pods made up through it must not change what kube-scheduler, which may be behind
+  mutual TLS, is told.
 * **Freshness is judged on the coordinator's own monotonic clock**: a node's signals
   hold for ``report_ttl_s`` after its latest report was *received*, whatever the agent
   wrote in ``measured_at`` (an agent's clock may be wrong, step back, or lie). Of two
@@ -20,7 +23,8 @@ and bumps only the changed node's version, so the engine rescoring stays increme
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -69,6 +73,14 @@ class LiveCluster:
         """Nodes with a ``PreferNoSchedule`` taint: kube-scheduler's scoring weighs them
         down, which the extender's filter must not pre-empt by picking a node itself."""
         self.holdings = Holdings(settings.kube)
+        """Bound pods and kube-scheduler's assumptions: what every decision counts."""
+        self.volcano_assumed = Holdings(settings.kube)
+        """Volcano's assumptions, counted in :attr:`state` only within
+        :meth:`counting_volcano` (their own bounds: made-up Volcano pods push out only
+        Volcano's assumptions)."""
+        self._assuming = self.holdings
+        """Where :meth:`assume` and :meth:`unassume` go: Volcano's within
+        :meth:`counting_volcano`."""
         self.signals: dict[str, NodeSignals] = {}
         """Fresh signals by node: a node without an entry is unknown (neutral)."""
         self.received_at: dict[str, float] = {}
@@ -153,6 +165,8 @@ class LiveCluster:
         holdings = self.holdings
         current = holdings.held.get(uid)
         holdings.unplaced.pop(uid, None)
+        if node or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            self.volcano_assumed.unassume(None, uid)  # the API server's word wins
         if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
             self.pods.pop(key, None)
             self.facts.pop(uid, None)
@@ -185,6 +199,7 @@ class LiveCluster:
         self.facts.pop(uid, None)
         self.claims.forget(uid)
         self.holdings.unplaced.pop(uid, None)
+        self.volcano_assumed.unassume(None, uid)
         if uid in self.holdings.held:
             self.holdings.release(self.state, uid)
 
@@ -209,12 +224,35 @@ class LiveCluster:
     def assume(self, uid: str, request: PodRequest, node: str) -> None:
         """Count a pod on the node the extender ranked first until the watch catches up
         (bounded: see :mod:`coordinator.live.holdings`)."""
-        self.holdings.assume(self.state, uid, request, node, self.clock.monotonic())
+        bound = self.holdings.held.get(uid)
+        if bound is not None and bound.assumed_until is None:
+            return  # the watch was faster
+        self._assuming.assume(self.state, uid, request, node, self.clock.monotonic())
 
     def unassume(self, uid: str) -> None:
-        """Stop counting pod ``uid`` where it was assumed: kube-scheduler is asking about it
+        """Stop counting pod ``uid`` where it was assumed: its scheduler is asking about it
         again (a retry), and its own guess must not stand in its way."""
-        self.holdings.unassume(self.state, uid)
+        self._assuming.unassume(self.state, uid)
+
+    @contextmanager
+    def counting_volcano(self) -> Iterator[None]:
+        """Answer for Volcano: within, Volcano's assumptions count in :attr:`state` as well,
+        and :meth:`assume` and :meth:`unassume` are Volcano's. Outside, they do not count:
+        anyone who reaches the main listener can make up a Volcano task, and its assumption
+        must not make kube-scheduler's calls (perhaps on a listener that asks for client
+        certificates) refuse real pods. The block must not await: another request would
+        see Volcano's assumptions meanwhile."""
+        state = self.state
+        if state is None:
+            yield
+            return
+        self.volcano_assumed.replay(state)
+        self._assuming = self.volcano_assumed
+        try:
+            yield
+        finally:
+            self._assuming = self.holdings
+            self.volcano_assumed.lift(state)
 
     # ---------------------------------------------------------------- reports
 
@@ -247,6 +285,7 @@ class LiveCluster:
         return the nodes that became unknown. Both by the monotonic clock only."""
         now = self.clock.monotonic()
         self.holdings.expire(self.state, now)
+        self.volcano_assumed.expire(None, now)
         self.colocation.expire(now)
         ttl = self.settings.signals.report_ttl_s
         stale = [n for n in self.signals if now - self.received_at[n] > ttl]
@@ -340,6 +379,7 @@ class LiveCluster:
             self.last_report_at.pop(name, None)
             self.colocation.forget(name)
         self.holdings.leave(gone)
+        self.volcano_assumed.leave(gone)
 
     def _rebuild(self) -> None:
         names = sorted(self.specs)

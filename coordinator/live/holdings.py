@@ -1,8 +1,9 @@
 """What each pod holds on its node: bound pods as the pod watch has them, and pods the
 extender *assumed* on the node it ranked first, until the watch says where they went.
 
-An assumption is a guess made for an unauthenticated caller (kube-scheduler's and
-Volcano's extender clients send no credentials), so it is bounded: at most
+An assumption is a guess made for a caller that may not be authenticated (Volcano's
+extender plugin sends no credentials, nor does kube-scheduler's without mutual TLS), so it
+is bounded: at most
 ``kube.max_assumed_per_node`` on one node and ``kube.max_assumed`` in all. A new
 assumption past either bound evicts the oldest one (on that node, or anywhere): the
 newest assumptions are the ones a burst of real pods still needs counted, while the
@@ -11,6 +12,12 @@ instead would let a stream of made-up pods fill the bounds and keep every real p
 assumption out until the made-up ones lapse. Either way a caller inventing pods can keep
 only a bounded number of nodes looking fuller, never grow memory, and never for longer
 than ``kube.assumed_ttl_s`` after it stops.
+
+A :class:`Holdings` holds one caller's assumptions: kube-scheduler's, which may come
+over a listener that asks for a client certificate, and Volcano's, whose plugin cannot
+authenticate, are kept apart (:class:`coordinator.live.LiveCluster`), so each bound above
+applies to each caller on its own and made-up Volcano pods push out only Volcano's
+assumptions.
 
 Every assumption lasts ``kube.assumed_ttl_s`` on the coordinator's monotonic clock, so
 assumptions lapse in the order they were made: the oldest is always first in line.
@@ -109,11 +116,15 @@ class Holdings:
     def release(self, state: ClusterState | None, uid: str) -> None:
         """Give back what pod ``uid`` holds."""
         held = self._forget(uid)
-        if state is None or held.node not in state.index:
-            return
-        i = state.index[held.node]
-        milli = held.request.gpu_milli if held.devices else 0
-        state.release(Placement(i, held.devices), held.cpu_m, held.mem_b, milli, held.request.tag)
+        if state is not None:
+            _give_back(state, held)
+
+    def lift(self, state: ClusterState) -> None:
+        """Give back what every pod here holds but keep the records: the inverse of
+        :meth:`replay`, for holdings that count in ``state`` only for a while (see
+        :meth:`coordinator.live.LiveCluster.counting_volcano`)."""
+        for held in self.held.values():
+            _give_back(state, held)
 
     def leave(self, gone: Container[str]) -> None:
         """The nodes ``gone`` went away (their state is about to be rebuilt without them):
@@ -180,3 +191,12 @@ class Holdings:
             devices = best_fit_devices(state.gpu_free[i], request.gpus, milli)
         state.allocate(Placement(i, devices), cpu, mem, milli if devices else 0, request.tag)
         self.held[uid] = Held(node, request, devices, cpu, mem, assumed_until)
+
+
+def _give_back(state: ClusterState, held: Held) -> None:
+    """Return to ``state`` exactly what ``held`` took (nothing, if its node is gone)."""
+    if held.node not in state.index:
+        return
+    i = state.index[held.node]
+    milli = held.request.gpu_milli if held.devices else 0
+    state.release(Placement(i, held.devices), held.cpu_m, held.mem_b, milli, held.request.tag)

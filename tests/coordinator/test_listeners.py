@@ -203,6 +203,42 @@ async def test_mutual_tls_guards_the_kube_scheduler_extender_on_its_own_listener
     assert await report(extender_url, scheduler) == 404
 
 
+async def test_volcano_calls_on_the_plain_listener_cannot_fill_a_node_for_kube_scheduler(
+    start: Start, tmp_path: Path
+) -> None:
+    """The attack: anyone who reaches the main listener asks Volcano's prioritize about a
+    made-up 8-GPU task offering only gpu-node, which would then count as assumed there.
+    kube-scheduler, behind mutual TLS, must still be told that gpu-node takes a real
+    8-GPU pod."""
+    pki = Pki(tmp_path)
+    main, extender = await start(
+        settings_with(
+            extender_listen="127.0.0.1:0",
+            tls_cert_file=pki.cert_file,
+            tls_key_file=pki.key_file,
+            tls_client_ca_file=pki.ca_file,
+        )
+    )
+    made_up = {
+        "task": {
+            "UID": "made-up",
+            "Pod": pod("1", "1Gi", gpus=8, name="made-up", uid="made-up"),
+        },
+        "nodes": [{"Name": NODE}],
+    }
+    async with session() as s, s.post(f"http://127.0.0.1:{main.port}/volcano/prioritize",
+                                      json=made_up) as r:  # fmt: skip
+        assert (r.status, (await r.json())["nodeScore"]) == (200, {NODE: 100})
+    real = {"Pod": pod("1", "1Gi", gpus=8, name="real", uid="real"), "NodeNames": [NODE]}
+    async with (
+        session(pki.client(True)) as s,
+        s.post(f"https://127.0.0.1:{extender.port}/scheduler/filter", json=real) as r,
+    ):
+        assert r.status == 200
+        reply = await r.json()
+    assert (reply["NodeNames"], reply["FailedNodes"]) == ([NODE], {})
+
+
 async def test_without_an_extender_listener_one_listener_serves_everything(
     start: Start,
 ) -> None:

@@ -4,13 +4,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 import pytest
 
+from coordinator.config import KubeSettings
 from coordinator.extender.handling import MAX_NODES_PER_REQUEST
-from tests.coordinator.extender.conftest import Rig
+from tests.coordinator.extender.conftest import MOST_ALLOCATED, MakeRig, Rig
 from tests.coordinator.extender.kubejson import GIB, MIB, NODES, POD_UID, node, pod
 
 PREDICATE = "/volcano/predicate"
@@ -144,7 +146,7 @@ async def test_prioritize_scores_0_to_100_and_assumes_the_task_on_the_best(rig: 
         ("nodeScore", [("node-c", 0), ("node-b", 30), ("node-a", 100)]),
         ("errorMessage", ""),
     ]
-    held = rig.cluster.held[POD_UID]
+    held = rig.cluster.volcano_assumed.held[POD_UID]  # Volcano's own (see test_volcano_apart)
     assert (held.node, held.assumed_until) == ("node-a", rig.clock.monotonic() + 30.0)
 
 
@@ -164,7 +166,7 @@ async def test_prioritize_in_any_casing_with_never_seen_and_nameless_nodes(rig: 
         200,
         {"nodeScore": {"node-b": 100, "new-m": 0, "node-q": 0}, "errorMessage": ""},
     )
-    assert rig.cluster.held["other-uid"].node == "node-b"
+    assert rig.cluster.volcano_assumed.held["other-uid"].node == "node-b"
     assert "node-q" not in rig.cluster.specs and "new-m" not in rig.cluster.specs
 
 
@@ -248,3 +250,66 @@ async def test_volcano_verbs_are_timed(rig: Rig):
     await rig.post(PRIORITIZE, {"task": GPU_TASK, "nodes": [node_info("gpu-1")]})
     assert rig.requests_seen("volcano-predicate") == 2
     assert rig.requests_seen("volcano-prioritize") == 1
+
+
+# ------------------------------------- Volcano's assumptions, apart from kube-scheduler's
+
+
+def gpu_task(uid: str, gpus: int = 8) -> dict[str, Any]:
+    """A task wanting ``gpus`` GPUs (by default all eight of gpu-1)."""
+    return {**task(pod("1", "1Gi", gpus=gpus, uid=uid), 1000, GIB, gpus=gpus), "UID": uid}
+
+
+async def test_volcano_counts_its_own_assumptions_and_kube_scheduler_does_not(rig: Rig):
+    """Volcano's plugin cannot authenticate: a task it was told about fills gpu-1 for
+    Volcano's next task, never for kube-scheduler's pods (perhaps behind mutual TLS)."""
+    status, reply = await rig.post(
+        PRIORITIZE, {"task": gpu_task("v-1"), "nodes": [node_info("gpu-1")]}
+    )
+    assert (status, reply["nodeScore"]) == (200, {"gpu-1": 100})
+    assert rig.cluster.volcano_assumed.held["v-1"].node == "gpu-1"
+    status, reply = await rig.post(PREDICATE, {"task": gpu_task("v-2"), "node": node_info("gpu-1")})
+    assert (status, reply["code"]) == (200, 2)
+    assert "GPU" in reply["status"]
+    real = {"Pod": pod("1", "1Gi", gpus=8, uid="k-1"), "NodeNames": ["gpu-1"]}
+    status, reply = await rig.post("/scheduler/filter", real)
+    assert (status, reply["NodeNames"], reply["FailedNodes"]) == (200, ["gpu-1"], {})
+    assert rig.cluster.held["k-1"].node == "gpu-1"  # kube-scheduler's own assumption
+
+
+async def test_made_up_volcano_tasks_push_out_only_volcanos_assumptions(make_rig: MakeRig):
+    """With room for one assumption per node, a stream of made-up one-GPU Volcano tasks
+    on gpu-1 leaves kube-scheduler's one-GPU assumption there standing (and counted for
+    its next pod, which finds 7 GPUs, not 8)."""
+    one = dataclasses.replace(MOST_ALLOCATED, kube=KubeSettings(max_assumed_per_node=1))
+    rig = await make_rig(one)
+    first = {"Pod": pod("1", "1Gi", gpus=1, uid="k-1"), "NodeNames": ["gpu-1"]}
+    assert (await rig.post("/scheduler/filter", first))[1]["NodeNames"] == ["gpu-1"]
+    for i in range(3):
+        body = {"task": gpu_task(f"made-up-{i}", gpus=1), "nodes": [node_info("gpu-1")]}
+        assert (await rig.post(PRIORITIZE, body))[0] == 200
+    assert list(rig.cluster.volcano_assumed.held) == ["made-up-2"]
+    assert rig.cluster.held["k-1"].assumed_until is not None
+    second = {"Pod": pod("1", "1Gi", gpus=8, uid="k-2"), "NodeNames": ["gpu-1"]}
+    status, reply = await rig.post("/scheduler/filter", second)
+    assert (status, reply["NodeNames"], list(reply["FailedNodes"])) == (200, [], ["gpu-1"])
+
+
+async def test_a_volcano_assumption_ends_when_the_watch_binds_the_pod_or_it_lapses(rig: Rig):
+    before = rig.snapshot()
+    for uid in ("v-1", "v-2"):
+        body = {"task": gpu_task(uid, gpus=4), "nodes": [node_info("gpu-1")]}
+        await rig.post(PRIORITIZE, body)
+    assert list(rig.cluster.volcano_assumed.held) == ["v-1", "v-2"]
+    assert rig.snapshot()[4:] == before[4:]  # free CPU and GPUs: counted for Volcano only
+    bound = pod("1", "1Gi", gpus=4, uid="v-2")
+    bound["spec"]["nodeName"] = "gpu-1"
+    rig.cluster.upsert_pod(bound)
+    assert list(rig.cluster.volcano_assumed.held) == ["v-1"]
+    assert rig.cluster.held["v-2"].assumed_until is None  # counted once, as bound
+    late = {"task": gpu_task("v-2", gpus=4), "nodes": [node_info("gpu-1"), node_info("gpu-2")]}
+    await rig.post(PRIORITIZE, late)  # asked about after the watch saw it bound
+    assert list(rig.cluster.volcano_assumed.held) == ["v-1"]
+    rig.clock.advance(30.0)
+    rig.cluster.expire()
+    assert rig.cluster.volcano_assumed.held == {}
