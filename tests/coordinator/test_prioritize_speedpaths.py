@@ -15,7 +15,7 @@ import pytest
 from aiohttp import web
 
 from coordinator.auth import NoAuth
-from coordinator.config import CoordinatorSettings, PolicySettings, SignalSettings
+from coordinator.config import CoordinatorSettings, ExtenderSettings, PolicySettings, SignalSettings
 from coordinator.extender import kube, wire
 from coordinator.live import MAX_EXTENDER_SCORE, FilterResult, LiveCluster
 from coordinator.metrics import CoordinatorMetrics
@@ -172,6 +172,7 @@ def random_cluster(seed: int, policy: str, nodes: int | None = None) -> LiveClus
     args = {"reserve_gpu_cpu": True} if policy == "stowage" else {}
     settings = CoordinatorSettings(
         policy=PolicySettings(name=policy, args=args),
+        extender=ExtenderSettings(pick_in_filter=False),  # filter answers every passing node
         signals=SignalSettings(
             contiguity_threshold_b=rng.choice([0, 512 * MIB, 8 * GIB]),
             cpu_utilization_threshold_pct=rng.choice([50.0, 95.0, 100.0]),
