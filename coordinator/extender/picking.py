@@ -70,7 +70,7 @@ def pick(
         return None
     if soft_preference(pod_object) is not None:
         return None
-    if cluster.soft_tainted and not cluster.soft_tainted.isdisjoint(passing):
+    if not cluster.soft_tainted.isdisjoint(passing):
         return None
     scores = cluster.prioritize_each(pod, offered)
     if len(passing) < len(offered):

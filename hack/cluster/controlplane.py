@@ -257,6 +257,7 @@ class ControlPlane:
             "kubeconfig": str(kubeconfig),
         }
         port = free_port()
+        url = f"https://127.0.0.1:{port}"
         path = self.root / f"{name}-{port}.yaml"
         path.write_text(yaml.safe_dump(config))
         program = self.start(
@@ -269,9 +270,9 @@ class ControlPlane:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
             ],
-            ready=lambda: _https_ok(f"https://127.0.0.1:{port}/readyz"),
+            ready=lambda: _https_ok(url + "/readyz"),
         )
-        program.url = f"https://127.0.0.1:{port}"
+        program.url = url
         return program
 
     def stop(self) -> None:
@@ -493,23 +494,26 @@ def _http_ok(url: str) -> bool:
 def scrape(self_signed_url: str, token: str) -> str:
     """A component's ``/metrics`` (its certificate is its own, self-signed; the token's
     user must be allowed ``get`` on ``/metrics``)."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
     request = urllib.request.Request(
         self_signed_url + "/metrics", headers={"Authorization": f"Bearer {token}"}
     )
-    with urllib.request.urlopen(request, timeout=10, context=context) as response:
+    with urllib.request.urlopen(request, timeout=10, context=_self_signed()) as response:
         return str(response.read().decode())
 
 
 def _https_ok(url: str) -> bool:
     """A component's own self-signed /readyz: only whether it answers 200 matters."""
+    with urllib.request.urlopen(url, timeout=2, context=_self_signed()) as response:
+        return bool(response.status == 200)
+
+
+def _self_signed() -> ssl.SSLContext:
+    """TLS to a component's own certificate, which it made for itself at start and no CA
+    signed: encrypted, not verified (what is read is its readiness and its metrics)."""
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    with urllib.request.urlopen(url, timeout=2, context=context) as response:
-        return bool(response.status == 200)
+    return context
 
 
 def _die_with_parent() -> None:

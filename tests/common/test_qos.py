@@ -4,29 +4,9 @@ checks directives against."""
 from __future__ import annotations
 
 import pytest
-from msgspec import structs
 
 from common.qos import Qos, classify, system_reason
-from common.schema import PodInfo, Resources
-
-NONE = Resources(cpu_m=0, mem_b=0, gpu=0, hugepages_b=0)
-KEY = "stowage.io/qos"
-
-
-def pod(**changes: object) -> PodInfo:
-    base = PodInfo(
-        namespace="default",
-        name="p",
-        uid="u",
-        phase="Running",
-        qos_class="Burstable",
-        priority=0,
-        priority_class=None,
-        requests=NONE,
-        limits=NONE,
-        labels={},
-    )
-    return structs.replace(base, **changes)
+from tests.common.podinfo import QOS_KEY, pod_info
 
 
 @pytest.mark.parametrize(
@@ -34,29 +14,29 @@ def pod(**changes: object) -> PodInfo:
     [
         ({}, Qos.LS),
         ({"qos_class": "Guaranteed"}, Qos.LS),
-        ({"qos_class": "Guaranteed", "labels": {KEY: "BE"}}, Qos.LS),  # promised its CPU
+        ({"qos_class": "Guaranteed", "labels": {QOS_KEY: "BE"}}, Qos.LS),  # promised its CPU
         ({"qos_class": "BestEffort"}, Qos.BE),
-        ({"labels": {KEY: "BE"}}, Qos.BE),
+        ({"labels": {QOS_KEY: "BE"}}, Qos.BE),
         ({"labels": {"koordinator.sh/qosClass": "BE"}}, Qos.BE),
-        ({"qos_class": "BestEffort", "labels": {KEY: "LS"}}, Qos.LS),
+        ({"qos_class": "BestEffort", "labels": {QOS_KEY: "LS"}}, Qos.LS),
         ({"qos_class": "BestEffort", "labels": {"koordinator.sh/qosClass": "LSR"}}, Qos.LS),
-        ({"labels": {KEY: "LS", "koordinator.sh/qosClass": "BE"}}, Qos.LS),  # ours wins
-        ({"labels": {KEY: "batch"}, "qos_class": "BestEffort"}, Qos.BE),  # unknown: class
-        ({"labels": {KEY: "BE"}, "namespace": "kube-system"}, Qos.SYSTEM),
-        ({"labels": {KEY: "BE"}, "priority": 2_000_000_000}, Qos.SYSTEM),
-        ({"labels": {KEY: "BE"}, "priority": 1_999_999_999}, Qos.BE),
+        ({"labels": {QOS_KEY: "LS", "koordinator.sh/qosClass": "BE"}}, Qos.LS),  # ours wins
+        ({"labels": {QOS_KEY: "batch"}, "qos_class": "BestEffort"}, Qos.BE),  # unknown: class
+        ({"labels": {QOS_KEY: "BE"}, "namespace": "kube-system"}, Qos.SYSTEM),
+        ({"labels": {QOS_KEY: "BE"}, "priority": 2_000_000_000}, Qos.SYSTEM),
+        ({"labels": {QOS_KEY: "BE"}, "priority": 1_999_999_999}, Qos.BE),
         ({"qos_class": "BestEffort", "priority_class": "system-node-critical"}, Qos.SYSTEM),
         ({"qos_class": "BestEffort", "priority_class": "system-cluster-critical"}, Qos.SYSTEM),
         ({"qos_class": "BestEffort", "static": True}, Qos.SYSTEM),
     ],
 )
 def test_classify(changes: dict[str, object], expected: Qos) -> None:
-    assert classify(pod(**changes), KEY) is expected
+    assert classify(pod_info(**changes), QOS_KEY) is expected
 
 
 def test_the_label_key_is_configurable() -> None:
-    assert classify(pod(labels={"example.com/tier": "BE"}), "example.com/tier") is Qos.BE
-    assert classify(pod(labels={"example.com/tier": "BE"}), KEY) is Qos.LS
+    assert classify(pod_info(labels={"example.com/tier": "BE"}), "example.com/tier") is Qos.BE
+    assert classify(pod_info(labels={"example.com/tier": "BE"}), QOS_KEY) is Qos.LS
 
 
 @pytest.mark.parametrize(
@@ -70,4 +50,4 @@ def test_the_label_key_is_configurable() -> None:
     ],
 )
 def test_system_reason_names_the_rule(changes: dict[str, object], reason: str | None) -> None:
-    assert system_reason(pod(**changes)) == reason
+    assert system_reason(pod_info(**changes)) == reason

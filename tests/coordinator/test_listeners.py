@@ -175,18 +175,22 @@ class Pki:
         return context
 
 
+def mutual_tls(pki: Pki) -> CoordinatorSettings:
+    """The kube-scheduler extender on a listener of its own that asks for client
+    certificates signed by ``pki``'s CA; everything else on the main listener."""
+    return settings_with(
+        extender_listen="127.0.0.1:0",
+        tls_cert_file=pki.cert_file,
+        tls_key_file=pki.key_file,
+        tls_client_ca_file=pki.ca_file,
+    )
+
+
 async def test_mutual_tls_guards_the_kube_scheduler_extender_on_its_own_listener(
     start: Start, tmp_path: Path
 ) -> None:
     pki = Pki(tmp_path)
-    main, extender = await start(
-        settings_with(
-            extender_listen="127.0.0.1:0",
-            tls_cert_file=pki.cert_file,
-            tls_key_file=pki.key_file,
-            tls_client_ca_file=pki.ca_file,
-        )
-    )
+    main, extender = await start(mutual_tls(pki))
     scheduler, anyone = pki.client(True), pki.client(False)
     main_url = f"http://127.0.0.1:{main.port}"
     extender_url = f"https://127.0.0.1:{extender.port}"
@@ -211,14 +215,7 @@ async def test_volcano_calls_on_the_plain_listener_cannot_fill_a_node_for_kube_s
     kube-scheduler, behind mutual TLS, must still be told that gpu-node takes a real
     8-GPU pod."""
     pki = Pki(tmp_path)
-    main, extender = await start(
-        settings_with(
-            extender_listen="127.0.0.1:0",
-            tls_cert_file=pki.cert_file,
-            tls_key_file=pki.key_file,
-            tls_client_ca_file=pki.ca_file,
-        )
-    )
+    main, extender = await start(mutual_tls(pki))
     made_up = {
         "task": {
             "UID": "made-up",
