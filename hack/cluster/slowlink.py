@@ -25,6 +25,7 @@ class SlowLink:
         self.url = f"http://127.0.0.1:{self._port}"
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
+        self._open: set[asyncio.StreamWriter] = set()
         self._thread = threading.Thread(target=self._serve, name="slowlink", daemon=True)
 
     def _serve(self) -> None:
@@ -41,20 +42,29 @@ class SlowLink:
             for task in relays:
                 task.cancel()
             self._loop.run_until_complete(asyncio.gather(*relays, return_exceptions=True))
+            for writer in self._open:  # every socket closed before the loop is
+                writer.close()
+            closing = [writer.wait_closed() for writer in self._open]
+            self._loop.run_until_complete(asyncio.gather(*closing, return_exceptions=True))
             self._loop.run_until_complete(server.wait_closed())
             self._loop.close()
 
     async def _relay(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        self._open.add(client_w)
         try:
             server_r, server_w = await asyncio.open_connection("127.0.0.1", self._target_port)
         except OSError:
             client_w.close()
             return
-        await asyncio.gather(
-            self._pipe(client_r, server_w, late=False),
-            self._pipe(server_r, client_w, late=True),
-            return_exceptions=True,
-        )
+        self._open.add(server_w)
+        # Cancelled when the link stops: ended quietly, or asyncio's stream callback would
+        # log the cancelled task.
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(
+                self._pipe(client_r, server_w, late=False),
+                self._pipe(server_r, client_w, late=True),
+                return_exceptions=True,
+            )
 
     async def _pipe(
         self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, late: bool
