@@ -310,7 +310,20 @@ class MigDevice(_Record):
     mem_total_b: Bytes | None
 
 
-class GpuDevice(_Record):
+MAX_RECENT_XIDS: Final = 16
+"""Most recent critical XIDs one GPU report lists; a GPU in an XID storm is unhealthy on
+the first, and the count since start (``xid_critical``) keeps the rest."""
+
+
+class XidSeen(_Record, array_like=True):
+    """A critical XID and how long before the report the agent saw it (by its monotonic
+    clock, so that neither side's wall clock matters)."""
+
+    xid: Count
+    age_s: Seconds
+
+
+class GpuDevice(_Record, omit_defaults=True):
     """One GPU as NVML sees it. Fields NVML does not support on this GPU are None.
 
     ``health`` is ``ok``, ``degraded`` (correctable trouble: pending row remaps,
@@ -320,6 +333,9 @@ class GpuDevice(_Record):
     topology manager aligns to: from sysfs, else the one node NVML's memory affinity names.
     ``xid_critical`` counts critical XIDs since the agent started (application-level XIDs
     13, 31, 43, 45, 68, 109 excluded); ``last_xid`` is the latest of them.
+
+    The fields with defaults came later and are left off the wire while they hold them, so
+    a report without them reads the same to an older coordinator.
     """
 
     index: Index
@@ -343,6 +359,17 @@ class GpuDevice(_Record):
     last_xid: Count | None
     health: Name
     health_reasons: Annotated[list[Text], Meta(max_length=32)]
+    xid_recent: Annotated[list[XidSeen], Meta(max_length=MAX_RECENT_XIDS)] = msgspec.field(
+        default_factory=list
+    )
+    """The latest critical XIDs, newest first, with their age: what a recent-window rule
+    judges (``xid_critical`` alone cannot tell an XID of a minute ago from one of last
+    month)."""
+    retired_pages: Count | None = None
+    """Pages retired for ECC errors (single-bit and double-bit causes together); None
+    where the GPU does not retire pages (row remapping replaced it from Ampere on)."""
+    lost: bool = False
+    """The GPU fell off the bus (``GpuIsLost`` from NVML)."""
 
 
 class GpuSection(_Record):

@@ -15,6 +15,10 @@ Why it is shaped this way:
 * XIDs arrive as events. Each cycle drains the event set with a zero timeout, so collecting
   never blocks; critical XIDs are counted since the collector started, as NVIDIA's device
   plugin does, and application-level XIDs are ignored as the device plugin ignores them.
+  The latest few are also kept with the monotonic time they were read, and reported with
+  their age, so the coordinator can judge "a critical XID in the last hour" and take a GPU
+  back once the window passes with none (after a GPU reset, say) — a count alone never
+  goes down while the agent runs.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import logging
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -32,7 +36,7 @@ import msgspec
 from agent.collectors.base import CollectorError, NoData, read_text
 from agent.settings import AgentSettings
 from common.clock import Clock
-from common.schema import GpuDevice, GpuSection, MigDevice
+from common.schema import MAX_RECENT_XIDS, GpuDevice, GpuSection, MigDevice, XidSeen
 
 NAME: Final = "gpus"
 
@@ -50,6 +54,7 @@ _MAX_PCT: Final = 100
 _MAX_BYTES: Final = 2**50
 _MAX_COUNT: Final = 2**63 - 1
 _MAX_INDEX: Final = 1_000_000
+_MAX_AGE_S: Final = 10.0**9
 _NODE_SET_WORDS: Final = 16
 """64-bit words of NUMA node mask asked of NVML: 1,024 nodes, more than any host has."""
 
@@ -125,6 +130,8 @@ class GpuCollector:
         self._registered: set[int] = set()
         self._xid_count: Counter[int] = Counter()
         self._last_xid: dict[int, int] = {}
+        self._recent_xids: dict[int, deque[tuple[int, float]]] = {}
+        """Per GPU, the latest critical XIDs and the monotonic time each was read."""
         self._identity: dict[int, tuple[str, str, str]] = {}
         self._driver_version: str | None = None
 
@@ -267,6 +274,8 @@ class GpuCollector:
             elif xid not in IGNORED_XIDS:
                 self._xid_count[index] += 1
                 self._last_xid[index] = xid
+                recent = self._recent_xids.setdefault(index, deque(maxlen=MAX_RECENT_XIDS))
+                recent.appendleft((xid, self._clock.monotonic()))
         return []
 
     # -------------------------------------------------------------- one GPU
@@ -305,6 +314,7 @@ class GpuCollector:
                 nv.NVML_VOLATILE_ECC,
             )
         retired = read("retired-pages", nv.nvmlDeviceGetRetiredPagesPendingStatus)
+        retired_count = self._retired_pages(read)
         rows = read("remapped-rows", nv.nvmlDeviceGetRemappedRows)
         nvlinks_active = None if h is None else self._nvlinks(g, by_bdf)
         migs = self._mig_devices(g) if mig_enabled and h is not None else []
@@ -330,8 +340,32 @@ class GpuCollector:
             last_xid=self._last_xid.get(g.index),
             health="ok",
             health_reasons=[],
+            xid_recent=self._xids_of(g.index),
+            retired_pages=retired_count,
+            lost=probe.lost,
         )
         return _with_health(dev, probe, event_reasons)
+
+    def _xids_of(self, index: int) -> list[XidSeen]:
+        """GPU ``index``'s latest critical XIDs, newest first, aged by the monotonic clock."""
+        now = self._clock.monotonic()
+        return [
+            XidSeen(xid=min(xid, _MAX_COUNT), age_s=min(max(0.0, now - at), _MAX_AGE_S))
+            for xid, at in self._recent_xids.get(index, ())
+        ]
+
+    def _retired_pages(self, read: Any) -> int | None:
+        """Pages retired for either cause (many single-bit errors, a double-bit error);
+        None when the GPU answers for neither (no page retirement: Ampere and later remap
+        rows instead)."""
+        nv = self._nvml
+        causes = (
+            nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+            nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
+        )
+        counts = [read(f"retired-pages-{c}", nv.nvmlDeviceGetRetiredPages, c) for c in causes]
+        known = [len(c) for c in counts if c is not None]
+        return _bounded(sum(known), _MAX_COUNT) if known else None
 
     def _sysfs_numa(self, bdf: str) -> int | None:
         """The PCI device's NUMA node from sysfs; -1 (firmware does not say) becomes None.

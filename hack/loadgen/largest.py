@@ -51,6 +51,7 @@ from common.schema import (
     PsiSection,
     Resources,
     UsageSection,
+    XidSeen,
     ZoneFrag,
 )
 
@@ -257,6 +258,10 @@ def _gpus(now: float) -> GpuSection:
             last_xid=None,
             health="ok",
             health_reasons=[f"reason {k}" for k in range(most(GpuDevice, "health_reasons"))],
+            xid_recent=[
+                XidSeen(xid=79, age_s=float(k)) for k in range(most(GpuDevice, "xid_recent"))
+            ],
+            retired_pages=0,
         )
         for i in range(MAX_GPUS)
     ]

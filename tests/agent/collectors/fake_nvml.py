@@ -82,6 +82,9 @@ class Gpu:
     ecc_mode: int | None = pynvml.NVML_FEATURE_ENABLED
     ecc_uncorrected_volatile: int = 0
     retired_pages_pending: int | None = pynvml.NVML_FEATURE_DISABLED
+    retired_pages: dict[int, list[int]] | None = None
+    """Retirement cause → page addresses nvmlDeviceGetRetiredPages lists; None: the GPU
+    retires no pages (NotSupported, as on Ampere and later)."""
     remapped_rows: tuple[int, int, int, int] | None = (0, 0, 0, 0)
     nvlinks: list[Link] | None = None
     supported_events: int = ALL_EVENTS
@@ -257,6 +260,15 @@ class FakeNvml:
     def nvmlDeviceGetRetiredPagesPendingStatus(self, device: Any) -> int:
         gpu = self._device(device, "nvmlDeviceGetRetiredPagesPendingStatus")
         return _supported(gpu.retired_pages_pending)
+
+    def nvmlDeviceGetRetiredPages(self, device: Any, sourceFilter: int) -> list[int]:  # noqa: N803
+        gpu = self._device(device, "nvmlDeviceGetRetiredPages")
+        if sourceFilter not in (
+            pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+            pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR,
+        ):
+            raise err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return list(_supported(gpu.retired_pages).get(sourceFilter, []))
 
     def nvmlDeviceGetRemappedRows(self, device: Any) -> tuple[int, int, int, int]:
         gpu = self._device(device, "nvmlDeviceGetRemappedRows")

@@ -19,7 +19,7 @@ from agent.collectors import gpus
 from agent.collectors.base import CollectorError, NoData
 from agent.hostpaths import HostPaths
 from agent.settings import AgentSettings
-from common import codec
+from common import codec, schema
 from common.schema import GpuSection, MigDevice
 from tests.agent.collectors import fake_nvml as fake
 from tests.hosts import FakeClock
@@ -435,6 +435,59 @@ def test_critical_xids_counted_and_application_xids_ignored(h100_sys: Path) -> N
     host.emit_xid(6, 94)
     six = collect(collector).devices[6]
     assert (six.xid_critical, six.last_xid) == (3, 94)
+
+
+def test_recent_xids_are_listed_newest_first_with_their_age(h100_sys: Path) -> None:
+    host = fake.h100_host()
+    clock = FakeClock(wall_s=NOW)
+    collector = gpus.GpuCollector(clock=clock, sys_root=h100_sys, nvml=host)
+    collect(collector)
+    host.emit_xid(2, 48)
+    host.emit_xid(2, 13)  # application-level: neither counted nor listed
+    collect(collector)
+    clock.advance(90.0)
+    host.emit_xid(2, 79)
+    section = collect(collector)
+    clock.advance(10.0)
+    later = collect(collector)
+
+    assert [(x.xid, x.age_s) for x in section.devices[2].xid_recent] == [(79, 0.0), (48, 90.0)]
+    assert [(x.xid, x.age_s) for x in later.devices[2].xid_recent] == [(79, 10.0), (48, 100.0)]
+    assert all(d.xid_recent == [] for i, d in enumerate(later.devices) if i != 2)
+
+
+def test_recent_xids_keep_only_the_latest(h100_sys: Path) -> None:
+    host = fake.h100_host()
+    collector = make(host, h100_sys)
+    collect(collector)
+    for n in range(schema.MAX_RECENT_XIDS + 5):
+        host.emit_xid(0, 1000 + n)
+    zero = collect(collector).devices[0]
+
+    assert zero.xid_critical == schema.MAX_RECENT_XIDS + 5
+    assert [x.xid for x in zero.xid_recent] == [
+        1000 + n for n in range(schema.MAX_RECENT_XIDS + 4, 4, -1)
+    ]
+
+
+def test_retired_pages_are_counted_over_both_causes(pcie_sys: Path) -> None:
+    host = fake.pcie_host()
+    sbe = pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+    dbe = pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+    host.gpus[0].retired_pages = {sbe: [0x1000, 0x2000, 0x3000], dbe: [0x9000]}
+    host.gpus[1].retired_pages = {}
+    section = collect(make(host, pcie_sys))
+
+    assert [d.retired_pages for d in section.devices] == [4, 0, None, None]
+    assert section.devices[0].health == "ok"  # a count alone is for the coordinator to judge
+
+
+def test_lost_gpu_says_so_in_its_own_field(pcie_sys: Path) -> None:
+    host = fake.pcie_host()
+    host.gpus[1].lost = True
+    section = collect(make(host, pcie_sys))
+
+    assert [d.lost for d in section.devices] == [False, True, False, False]
 
 
 def test_xid_from_a_gpu_that_then_falls_off_the_bus(h100_sys: Path) -> None:
