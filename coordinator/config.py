@@ -34,6 +34,50 @@ class PolicySettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GpuHealthSettings:
+    """Which GPUs new GPU pods are not offered (``coordinator/scoring/gpuhealth.py``).
+
+    Every condition is judged afresh on each report, so a GPU is offered again as soon as
+    its agent stops reporting the condition (a GPU reset clears the volatile ECC count and
+    a pending repair; an XID ages out of the window) — no operator step."""
+
+    enabled: bool = True
+    """Refuse GPU pods the unhealthy GPUs of a node (a node left with too few healthy GPUs
+    is refused for the pod); false offers every GPU as before."""
+    xid_window_s: float = 3600.0
+    """A GPU with a critical XID seen less than this long ago is unhealthy. Critical is
+    what NVIDIA's device plugin counts: every XID but the application-level 13, 31, 43,
+    45, 68 and 109 (the agent drops those), less ``ignored_xids``. An hour: long enough
+    that a GPU failing again after a reset is not offered between two failures, short
+    enough that one transient XID does not cost the GPU for a day."""
+    ignored_xids: list[int] = field(default_factory=list)
+    """Further XIDs that do not make a GPU unhealthy (for instance 94, a contained ECC
+    error that ends only the application that hit it)."""
+    ecc_uncorrected_max: int = 0
+    """Uncorrectable ECC errors (the volatile count, since the driver was loaded) a GPU
+    may show and still be offered. NVIDIA: an uncorrectable error needs the GPU reset
+    (page retirement or row remapping takes effect then)."""
+    retired_pages_max: int = 60
+    """Pages a GPU may have retired for ECC errors and still be offered: DCGM's
+    retired-pages limit (above 60 it fails its memory health check and NVIDIA's guidance
+    is to replace the board)."""
+    refuse_pending_repair: bool = True
+    """A row remapping or page retirement waiting for the next GPU reset makes the GPU
+    unhealthy until the reset (NVIDIA: the faulty memory stays in use until then). A
+    failed row remapping or a GPU fallen off the bus always does."""
+
+    def __post_init__(self) -> None:
+        _positive("signals.gpu_health", xid_window_s=self.xid_window_s)
+        if self.ecc_uncorrected_max < 0 or self.retired_pages_max < 0:
+            raise ConfigError(
+                "signals.gpu_health: ecc_uncorrected_max and retired_pages_max must not be"
+                " negative"
+            )
+        if any(not 0 <= x < 2**32 for x in self.ignored_xids):
+            raise ConfigError("signals.gpu_health.ignored_xids: XIDs are 0 … 2^32-1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SignalSettings:
     """What live measurements may do, and how long they stay true."""
 
@@ -53,6 +97,8 @@ class SignalSettings:
     """Multi-GPU pods prefer nodes where their GPUs share NVLink."""
     true_allocatable: bool = True
     """Judge fullness against what the agent measured pods can really use."""
+    gpu_health: GpuHealthSettings = field(default_factory=GpuHealthSettings)
+    """Unhealthy GPUs are not offered to new GPU pods."""
 
     def __post_init__(self) -> None:
         _positive("signals", report_ttl_s=self.report_ttl_s)

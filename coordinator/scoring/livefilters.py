@@ -8,7 +8,9 @@ agent measured it), then what only Stowage sees, each switchable in the settings
 * real load — batch pods skip nodes whose measured CPU use or CPU pressure is above the
   threshold;
 * NUMA — a pod kubelet will pin to one NUMA node skips nodes where no NUMA node can hold
-  it (kubelet would reject it at admission, after the scheduler bound it).
+  it (kubelet would reject it at admission, after the scheduler bound it);
+* GPU health — a GPU pod skips nodes without enough healthy GPUs for it, and then nodes
+  whose healthy GPUs lack the room (:mod:`coordinator.scoring.gpuhealth`).
 
 A node with no fresh report has unknown signals: only capacity applies to it.
 """
@@ -23,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.config import SignalSettings
-from coordinator.scoring import capacity
+from coordinator.scoring import capacity, gpuhealth
 from coordinator.state.cluster import ClusterState
 from coordinator.state.podrequest import PodRequest
 
@@ -84,7 +86,11 @@ def refusals(
     same few counts, so each reason is written once per distinct value it names (a GPU
     count, a model, the free CPU …) and shared by the nodes naming it."""
     nodes = np.asarray(nodes, dtype=np.int64)
-    checks = _capacity(state, pod, nodes) + _live(state, pod, nodes, settings)
+    checks = (
+        _capacity(state, pod, nodes)
+        + _live(state, pod, nodes, settings)
+        + _healthy_room(state, pod, nodes, settings)
+    )
     first = np.zeros(len(nodes), dtype=np.int64)  # 0: passes; k: fails check k first
     for k in range(len(checks), 0, -1):
         first[checks[k - 1].fails] = k
@@ -106,10 +112,10 @@ def signal_refusals(
     nodes: npt.NDArray[np.int64],
     settings: SignalSettings,
 ) -> npt.NDArray[np.bool_]:
-    """Per node of ``nodes``, whether what only Stowage sees (contiguity, real load, NUMA)
-    refuses the pod there. No eviction changes these signals, so the eviction planner
-    tries no set on such a node: each would be refused (a node short of contiguous memory
-    by its report made it judge 4,095 sets for nothing)."""
+    """Per node of ``nodes``, whether what only Stowage sees (contiguity, real load, NUMA,
+    too few healthy GPUs) refuses the pod there. No eviction changes these signals, so the
+    eviction planner tries no set on such a node: each would be refused (a node short of
+    contiguous memory by its report made it judge 4,095 sets for nothing)."""
     nodes = np.asarray(nodes, dtype=np.int64)
     refused = np.zeros(len(nodes), dtype=bool)
     for check in _live(state, pod, nodes, settings):
@@ -221,7 +227,18 @@ def _live(
                 unresolvable=True,
             )
         )
+    few = gpuhealth.too_few(state, pod, nodes, settings.gpu_health)
+    if few is not None:
+        checks.append(_Check(few.fails, nodes, few.reason, unresolvable=True))
     return checks
+
+
+def _healthy_room(
+    state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64], settings: SignalSettings
+) -> list[_Check]:
+    """Healthy GPUs there, but too few with room: evicting pods from them would help."""
+    busy = gpuhealth.too_busy(state, pod, nodes, settings.gpu_health)
+    return [] if busy is None else [_Check(busy.fails, nodes, busy.reason)]
 
 
 def _mib(b: int) -> str:

@@ -21,7 +21,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.state.signals import Links, NodeSignals
+from coordinator.state.signals import GpuFault, Links, NodeSignals
 
 MILLI_PER_GPU: Final = 1000
 NO_DEVICE: Final = -1
@@ -99,6 +99,10 @@ class ClusterState:
         keys hold the same matrix, so a policy can group nodes by it in numpy."""
         self._links: dict[Links, tuple[Links, int]] = {}
         self._links_seen = 0
+        self.gpu_faults: list[tuple[GpuFault, ...]] = [()] * n
+        """Per node, its GPUs with anything a health rule judges (see signals)."""
+        self.gpu_faulty = np.zeros(n, dtype=bool)
+        """Whether :attr:`gpu_faults` has any for the node: the health rule looks only there."""
 
     def __len__(self) -> int:
         return len(self.names)
@@ -168,6 +172,8 @@ class ClusterState:
         links = signals.gpu_links
         if links != self.gpu_links[i]:  # as a rule the same links as the last report's
             self.gpu_links[i], self.gpu_links_key[i] = self._interned_links(links)
+        self.gpu_faults[i] = signals.gpu_faults
+        self.gpu_faulty[i] = bool(signals.gpu_faults)
         self.version[i] += 1
 
     def mem_free_effective(self) -> npt.NDArray[np.int64]:

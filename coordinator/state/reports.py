@@ -20,7 +20,7 @@ from common.schema import (
     UsageSection,
     is_absent,
 )
-from coordinator.state.signals import NodeSignals
+from coordinator.state.signals import GpuFault, NodeSignals
 
 
 def signals_of(report: NodeReport) -> NodeSignals:
@@ -60,7 +60,37 @@ def signals_of(report: NodeReport) -> NodeSignals:
         largest_numa_cpu_m=numa_cpu_m,
         topology_policy=topology,
         gpu_links=tuple(map(tuple, gpus.nvlinks)) if isinstance(gpus, GpuSection) else None,
+        gpu_faults=_gpu_faults(gpus) if isinstance(gpus, GpuSection) else (),
     )
+
+
+def _gpu_faults(gpus: GpuSection) -> tuple[GpuFault, ...]:
+    """The GPUs with anything to judge, as facts; none for a healthy node (the usual case,
+    one test per field)."""
+    faults = []
+    for d in gpus.devices:
+        pending = bool(d.remapped_rows_pending or d.retired_pages_pending)
+        if not (
+            d.xid_recent
+            or d.ecc_uncorrected_volatile
+            or d.retired_pages
+            or pending
+            or d.remapping_failed
+            or d.lost
+        ):
+            continue
+        faults.append(
+            GpuFault(
+                index=d.index,
+                xids=tuple((x.xid, x.age_s) for x in d.xid_recent),
+                ecc_uncorrected=d.ecc_uncorrected_volatile or 0,
+                retired_pages=d.retired_pages or 0,
+                repair_pending=pending,
+                remap_failed=bool(d.remapping_failed),
+                lost=d.lost,
+            )
+        )
+    return tuple(faults)
 
 
 def _pressure(resource: PsiResource | object) -> float:

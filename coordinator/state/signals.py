@@ -16,6 +16,29 @@ Links = tuple[tuple[int, ...], ...]
 """NVLinks between each pair of a node's GPUs (row a, column b)."""
 
 
+class GpuFault(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """What the agent reported about one GPU that a health rule may judge; kept only for a
+    GPU with any of it, so a healthy node carries none.
+
+    Facts, not a verdict: the thresholds are the coordinator's settings
+    (:mod:`coordinator.scoring.gpuhealth`)."""
+
+    index: int
+    """The device's index on its node (``nvidia.com/gpu`` devices in NVML order)."""
+    xids: tuple[tuple[int, float], ...] = ()
+    """The latest critical XIDs and their age in seconds at the report, newest first."""
+    ecc_uncorrected: int = 0
+    """Uncorrectable ECC errors since the driver was loaded (the volatile count)."""
+    retired_pages: int = 0
+    """Pages retired for ECC errors."""
+    repair_pending: bool = False
+    """A row remapping or page retirement waits for the next GPU reset."""
+    remap_failed: bool = False
+    """Row remapping failed: the GPU ran out of spare rows."""
+    lost: bool = False
+    """Fell off the bus."""
+
+
 class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Live measurements of one node. NaN / -1 / None mean "not measured".
 
@@ -49,6 +72,8 @@ class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """kubelet's topology manager policy (``single-numa-node``, ``restricted`` …); "" unknown."""
     gpu_links: Links | None = None
     """Active NVLinks between device pairs (``gpu_links[i][j]``), as the agent saw them."""
+    gpu_faults: tuple[GpuFault, ...] = ()
+    """The GPUs with anything a health rule judges; empty for a healthy (or unknown) node."""
 
 
 UNKNOWN: Final = NodeSignals()
