@@ -22,7 +22,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from coordinator import requestbody
-from coordinator.config import CoordinatorSettings
+from coordinator.config import CoordinatorSettings, ExtenderSettings
 from coordinator.extender.wire import WireError, error_body, parse_json, to_json
 from coordinator.services import SERVICES, Services
 from coordinator.state.kubeobjects import ObjectError, node_spec, pod_request
@@ -31,10 +31,11 @@ from coordinator.state.podrequest import PodRequest
 log = logging.getLogger(__name__)
 
 MIB = 2**20
-MAX_NODES_PER_REQUEST: Final = 15_000
-"""Most nodes one scheduler call may offer. kube-scheduler offers at most every node of
-the cluster, and Kubernetes is tested to 5,000 nodes; the largest clusters run about
-15,000. A longer list is not a scheduler's."""
+MAX_NODES_PER_REQUEST: Final = ExtenderSettings().max_nodes_per_request
+"""The default of ``extender.max_nodes_per_request``: the most nodes one scheduler call
+may offer. kube-scheduler offers at most every node of the cluster, and Kubernetes is
+tested to 5,000 nodes; the largest clusters run about 15,000 (65,000 at the very
+largest, where the setting is raised)."""
 
 Handler = Callable[[web.Request, Services], Awaitable[web.StreamResponse]]
 
@@ -82,16 +83,19 @@ def request_of(pod: Mapping[str, Any], settings: CoordinatorSettings) -> PodRequ
         raise WireError(f"Pod: not a Kubernetes Pod ({e})") from e
 
 
-def check_count(listed: str, count: int) -> None:
-    """Refuse (400) a list ``listed`` of more than :data:`MAX_NODES_PER_REQUEST` nodes."""
-    if count > MAX_NODES_PER_REQUEST:
-        raise WireError(f"{listed}: {count} nodes, more than {MAX_NODES_PER_REQUEST}")
+def check_count(listed: str, count: int, most: int) -> None:
+    """Refuse (400) a list ``listed`` of more than ``most`` nodes
+    (``extender.max_nodes_per_request``)."""
+    if count > most:
+        raise WireError(f"{listed}: {count} nodes, more than {most}")
 
 
-def check_nodes(listed: str, nodes: Sequence[tuple[str, Mapping[str, Any] | None]]) -> None:
-    """Refuse (400) a list ``listed`` of more than :data:`MAX_NODES_PER_REQUEST` nodes,
-    or a Node object among ``(where, node)`` (None where only a name was sent) the
-    cluster could not take, naming ``where``
+def check_nodes(
+    listed: str, nodes: Sequence[tuple[str, Mapping[str, Any] | None]], most: int
+) -> None:
+    """Refuse (400) a list ``listed`` of more than ``most`` nodes, or a Node object among
+    ``(where, node)`` (None where only a name was sent) the cluster could not take, naming
+    ``where``
     (``Nodes.items[3]: node n: status.allocatable.cpu: negative``).
 
     That is all a request's Node objects are used for. They are the caller's view — and
@@ -100,7 +104,7 @@ def check_nodes(listed: str, nodes: Sequence[tuple[str, Mapping[str, Any] | None
     any number of phantom ones. Their names are judged against the watch's nodes; a
     name it does not have passes filter and scores 0, like an unknown name in
     ``NodeNames`` mode (a node that just joined is in the watch within a second)."""
-    check_count(listed, len(nodes))
+    check_count(listed, len(nodes), most)
     for where, node in nodes:
         if node is None:
             continue

@@ -31,7 +31,7 @@ it does not have passes filter (nothing known against it) and scores 0. With
 objects arrive; they are checked (400 for one the cluster could not take) but are the
 caller's view only and never change the stored nodes (see
 :func:`coordinator.extender.handling.check_nodes`); the passing Node objects go back as
-a NodeList. A call offers at most ``MAX_NODES_PER_REQUEST`` nodes.
+a NodeList. A call offers at most ``extender.max_nodes_per_request`` nodes (400 above).
 
 **Before the caches are synced** (``services.synced`` unset) filter and prioritize still
 answer from whatever is known, rather than refusing. The extender is deployed
@@ -43,6 +43,7 @@ emptier, and nodes not yet listed pass; kube-scheduler's own fit checks ran befo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import compress
 from typing import Any, Final
 
 import numpy as np
@@ -84,7 +85,7 @@ async def filter_nodes(request: web.Request, services: Services) -> web.Response
     if uid:
         services.cluster.unassume(uid)  # asked again: its earlier guess no longer holds
     result = services.cluster.filter(pod, args.names)
-    chosen = pick(services.cluster, args.pod, pod, args.names, result.passing) if uid else None
+    chosen = pick(services.cluster, args.pod, pod, args.names, result) if uid else None
     if chosen is not None:
         result.passing = [chosen]  # Stowage's first choice alone (see picking)
     if len(result.passing) == 1 and uid:
@@ -93,11 +94,13 @@ async def filter_nodes(request: web.Request, services: Services) -> web.Response
         passing = set(result.passing)
         items = [node for node, name in zip(args.nodes, args.names, strict=True) if name in passing]
         return json_reply(wire.filter_reply([], result.failed, result.unresolvable, items))
-    if len(result.passing) == len(args.names):  # one entry per name offered that passes
+    if chosen is not None or len(result.passing) < 2:
+        names = result.passing
+    elif len(result.passing) == len(args.names):  # one entry per name offered that passes
         names = args.names
     else:
-        passing = set(result.passing)
-        names = [name for name in args.names if name in passing]  # in the order offered
+        assert result.passed is not None
+        names = list(compress(args.names, result.passed.tolist()))  # in the order offered
     return json_reply(wire.filter_reply(names, result.failed, result.unresolvable))
 
 
@@ -128,11 +131,12 @@ async def _read_args(
     offered Node objects too, which are used for nothing else)."""
     args = request.app[ARGS_READER].read(await read_body(request, MAX_BODY_B))
     pod = request_of(args.pod, services.settings)
+    most = services.settings.extender.max_nodes_per_request
     if args.nodes is not None:
         placed = [(f"Nodes.items[{i}]", node) for i, node in enumerate(args.nodes)]
-        check_nodes("Nodes.items", placed)
+        check_nodes("Nodes.items", placed, most)
     else:
-        check_count("NodeNames", len(args.names))
+        check_count("NodeNames", len(args.names), most)
     return args, pod
 
 

@@ -30,7 +30,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from coordinator.live import LiveCluster
+from coordinator.live import FilterResult, LiveCluster
 from coordinator.state.podrequest import PodRequest
 
 SPREAD_BY_DEFAULT: Final = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
@@ -61,20 +61,19 @@ def pick(
     pod_object: Mapping[str, Any],
     pod: PodRequest,
     offered: Sequence[str],
-    passing: Sequence[str],
+    result: FilterResult,
 ) -> str | None:
-    """The node filter should answer alone (of ``passing``, the nodes of ``offered`` that
-    passed, in its order), or None to answer every passing node. Scored over ``offered``,
-    the list kube-scheduler sends pod after pod, whose rows are remembered."""
-    if not cluster.settings.extender.pick_in_filter or len(passing) < 2:
+    """The node filter should answer alone (of the nodes of ``offered`` that ``result``
+    passed), or None to answer every passing node. Scored over ``offered``, the list
+    kube-scheduler sends pod after pod, whose rows are remembered; the passing ones are
+    told by ``result``'s mask, in the offered order, with no lookup per name."""
+    passed = result.passed
+    if not cluster.settings.extender.pick_in_filter or len(result.passing) < 2 or passed is None:
         return None
     if soft_preference(pod_object) is not None:
         return None
-    if not cluster.soft_tainted.isdisjoint(passing):
+    if cluster.soft_tainted and not cluster.soft_tainted.isdisjoint(result.passing):
         return None
-    scores = cluster.prioritize_each(pod, offered)
-    if len(passing) < len(offered):
-        keep = np.isin(np.asarray(offered, dtype=object), np.asarray(passing, dtype=object))
-        scores = np.where(keep, scores, -1)
+    scores = np.where(passed, cluster.prioritize_each(pod, offered), -1)
     best = int(np.argmax(scores))
     return offered[best] if scores[best] > 0 else None

@@ -56,7 +56,9 @@ SCORE_SCALE: Final = MAX_NODE_SCORE // wire.MAX_EXTENDER_SCORE
 async def predicate(request: web.Request, services: Services) -> web.Response:
     task, node = wire.decode_predicate_args(await read_json(request, MAX_BODY_B))
     pod = request_of(task.pod, services.settings)
-    check_nodes("node", [("node.Node", node.node)])
+    check_nodes(
+        "node", [("node.Node", node.node)], services.settings.extender.max_nodes_per_request
+    )
     with services.cluster.counting_volcano():
         result = services.cluster.filter(pod, [node.name])
     if node.name in result.unresolvable:
@@ -72,7 +74,8 @@ async def predicate(request: web.Request, services: Services) -> web.Response:
 async def prioritize(request: web.Request, services: Services) -> web.Response:
     task, nodes = wire.decode_volcano_prioritize_args(await read_json(request, MAX_BODY_B))
     pod = request_of(task.pod, services.settings)
-    check_nodes("nodes", [(f"nodes[{i}].Node", n.node) for i, n in enumerate(nodes)])
+    most = services.settings.extender.max_nodes_per_request
+    check_nodes("nodes", [(f"nodes[{i}].Node", n.node) for i, n in enumerate(nodes)], most)
     names = [n.name for n in nodes]
     with services.cluster.counting_volcano():
         scores = services.cluster.prioritize(pod, names)

@@ -90,9 +90,10 @@ _DEPTH_CHUNK: Final = 1 << 20
 """Bytes of structure scanned at a time: the scan's arrays stay a few MiB at any body size."""
 
 
-def check_depth(body: bytes, limit: int = MAX_JSON_DEPTH) -> None:
+def check_depth(body: bytes, limit: int = MAX_JSON_DEPTH, outer: int = 0) -> None:
     """Raise :class:`WireError` if ``body`` nests arrays and objects deeper than ``limit``,
-    brackets inside strings not counted.
+    brackets inside strings not counted, within ``outer`` levels already open (a member
+    of the top-level object is within one).
 
     Cheap for what schedulers send: a body with no more opening brackets than ``limit``
     cannot be deeper, and a count is a pass at memory speed. Otherwise escapes are dropped
@@ -100,12 +101,12 @@ def check_depth(body: bytes, limit: int = MAX_JSON_DEPTH) -> None:
     opens or closes a string; only quotes and brackets are kept, and numpy counts the depth
     outside strings, a chunk at a time. Malformed JSON may be miscounted, but the decoder
     refuses it either way."""
-    if body.count(b"[") + body.count(b"{") <= limit:
+    if body.count(b"[") + body.count(b"{") <= limit - outer:
         return
     if b"\\" in body:
         body = body.replace(b"\\\\", b"").replace(b'\\"', b"")
     structure = np.frombuffer(body.translate(None, _NOT_STRUCTURE), dtype=np.uint8)
-    depth = in_string = 0
+    depth, in_string = outer, 0
     for start in range(0, len(structure), _DEPTH_CHUNK):
         chunk = structure[start : start + _DEPTH_CHUNK]
         inside = (np.cumsum(chunk == ord('"'), dtype=np.int64) + in_string) & 1
@@ -248,35 +249,50 @@ class ExtenderArgsReader:
     body is split into its top-level members undecoded; when the ``NodeNames`` member is
     byte for byte the one read last, its list is reused — the same list object, so later
     steps that remember their work per list (rows, reply template) see it as the same at
-    the cost of one comparison. Only the Pod and anything else sent are decoded afresh."""
+    the cost of one comparison. Only the Pod and anything else sent are decoded afresh.
+
+    Depth is checked per member (one level less than the body's bound: the top-level
+    object is one), so the long names array, which is one level deep whenever it reads
+    as strings, is never scanned: at 5,000 names the scan cost as much as the split. A
+    body nested deeper than the split itself can follow is refused whole, as
+    :func:`check_depth` words it."""
 
     def __init__(self) -> None:
         self._raw = b""
         self._names = CheckedNames()
 
     def read(self, body: bytes) -> ExtenderArgs:
-        check_depth(body)  # once, whole: the split below recurses too
         try:
             members = _TOP_LEVEL.decode(body)
         except msgspec.ValidationError:  # JSON, but not an object
+            check_depth(body)
             return decode_extender_args(_decode(body))
+        except RecursionError:  # deeper than any bound: check_depth says so
+            check_depth(body)
+            raise WireError(f"body: nested deeper than {MAX_JSON_DEPTH} levels") from None
         except msgspec.DecodeError as e:
             raise WireError(f"body is not JSON: {e}") from e
         obj = {
-            key: self._names_of(raw) if key.casefold() == "nodenames" else _decode(raw)
+            key: self._names_of(raw) if key.casefold() == "nodenames" else _member(raw)
             for key, raw in members.items()
         }
         return decode_extender_args(obj)
 
     def _names_of(self, raw: msgspec.Raw) -> Any:
-        if memoryview(raw) == self._raw:  # compared in place: no copy of the array's bytes
+        if len(raw) == len(self._raw) and bytes(raw) == self._raw:  # a copy beats memoryview's ==
             return self._names
         try:
             names = CheckedNames(_NAMES.decode(raw))
         except msgspec.ValidationError:  # null, or not all strings: checked and named there
-            return _decode(raw)
+            return _member(raw)
         self._raw, self._names = bytes(raw), names
         return names
+
+
+def _member(raw: msgspec.Raw) -> Any:
+    """A top-level member of a body, decoded once its depth is known to be in bounds."""
+    check_depth(bytes(raw), outer=1)
+    return _decode(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,7 +382,7 @@ def filter_reply(
         "Nodes": {"metadata": {}, "items": list(nodes)} if nodes is not None else None,
         "NodeNames": list(passing) if nodes is None else None,
         "FailedNodes": {**failed, **unresolvable},
-        "FailedAndUnresolvableNodes": dict(unresolvable),
+        "FailedAndUnresolvableNodes": unresolvable,  # only read, by the encoder
         "Error": "",
     }
 

@@ -304,9 +304,9 @@ class LiveCluster:
         names = list(names)
         state = self.state
         if state is None:
-            return FilterResult(passing=names)
-        rows, known = self._row_memo.rows(state, names)
-        return filter_nodes(self._engine(), pod, names, rows, known, self.settings.signals)
+            return FilterResult(passing=names, passed=np.ones(len(names), dtype=bool))
+        offered = self._row_memo.rows(state, names)
+        return filter_nodes(self._engine(), pod, offered, self.settings.signals)
 
     def prioritize(self, pod: PodRequest, names: Iterable[str]) -> dict[str, int]:
         """0–10 per node: 10 for the node the policy would pick, the rest scaled below it."""
@@ -319,8 +319,8 @@ class LiveCluster:
         state = self.state
         if state is None:
             return np.zeros(len(names), dtype=np.int64)
-        rows, known = self._row_memo.rows(state, names)
-        return prioritize_rows(self._engine(), pod, rows, known, self.metrics)
+        offered = self._row_memo.rows(state, names)
+        return prioritize_rows(self._engine(), pod, offered.index, offered.known, self.metrics)
 
     def explain(self, pod: PodRequest, name: str) -> dict[str, Any]:
         """:func:`coordinator.live.decisions.explain`, and the node's latest report: when

@@ -8,15 +8,14 @@ state does not hold is a node we know nothing against: it passes filter and scor
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import compress
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from coordinator.config import SignalSettings
+from coordinator.live.rows import Rows
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.scoring import livefilters
 from coordinator.scoring.base import Policy
@@ -34,30 +33,35 @@ class FilterResult:
     passing: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     unresolvable: dict[str, str] = field(default_factory=dict)
+    passed: npt.NDArray[np.bool_] | None = field(default=None, compare=False, repr=False)
+    """Per name offered, in the order offered, whether it passes: ``passing`` as a mask,
+    for answers that pick names out without a lookup per name."""
 
 
 def filter_nodes(
     engine: Engine,
     pod: PodRequest,
-    names: Sequence[str],
-    rows: npt.NDArray[np.int64],
-    known: npt.NDArray[np.bool_],
+    offered: Rows,
     settings: SignalSettings,
 ) -> FilterResult:
-    """Which of ``names`` can take the pod: ``passing`` lists the names we do not know
-    (nothing known against them), then the known ones that pass, each in the order
-    given; the others map to why not, by name, in ``failed`` or ``unresolvable``."""
+    """Which of the ``offered`` names can take the pod: ``passing`` lists the names we do
+    not know (nothing known against them), then the known ones that pass, each in the
+    order given; the others map to why not, by name, in ``failed`` or ``unresolvable``.
+    Names are picked out of the offered array by mask: no Python work per name."""
+    known, names = offered.known, offered.names
     if not known.any():
-        return FilterResult(passing=list(names))
-    known_names = list(compress(names, known.tolist()))
-    found = judge(engine.state, engine.policy, pod, rows[known], settings)
+        return FilterResult(passing=names.tolist(), passed=np.ones(len(names), dtype=bool))
+    at = np.flatnonzero(known)  # where each known name was offered
+    found = judge(engine.state, engine.policy, pod, offered.index[at], settings)
     unresolvable = found.unresolvable
     failed = found.refused & ~unresolvable
+    passed = ~known
+    passed[at[~found.refused]] = True
     return FilterResult(
-        passing=list(compress(names, (~known).tolist()))
-        + list(compress(known_names, (~found.refused).tolist())),
-        failed=_by_name(known_names, failed, found.reasons),
-        unresolvable=_by_name(known_names, unresolvable, found.reasons),
+        passing=names[~known].tolist() + names[at[~found.refused]].tolist(),
+        failed=_by_name(names[at[failed]], found.reasons[failed]),
+        unresolvable=_by_name(names[at[unresolvable]], found.reasons[unresolvable]),
+        passed=passed,
     )
 
 
@@ -139,8 +143,6 @@ def explain(
     }
 
 
-def _by_name(
-    names: Sequence[str], chosen: npt.NDArray[np.bool_], values: npt.NDArray[Any]
-) -> dict[str, Any]:
-    """``{names[k]: values[k]}`` for the ``k`` chosen, in order."""
-    return dict(zip(compress(names, chosen.tolist()), values[chosen].tolist(), strict=True))
+def _by_name(names: npt.NDArray[np.object_], values: npt.NDArray[Any]) -> dict[str, Any]:
+    """``{names[k]: values[k]}``, in order."""
+    return dict(zip(names.tolist(), values.tolist(), strict=True))

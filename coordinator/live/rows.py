@@ -4,6 +4,7 @@ the few long lists kube-scheduler keeps offering."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Final
 
@@ -12,8 +13,17 @@ import numpy.typing as npt
 
 from coordinator.state.cluster import ClusterState
 
-Rows = tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]
-"""A name list's rows (-1 for names not known) and which names are known."""
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """A name list as the state sees it, every array read-only and in the list's order."""
+
+    index: npt.NDArray[np.int64]
+    """Each name's row; -1 for a name not known."""
+    known: npt.NDArray[np.bool_]
+    """Whether each name is known."""
+    names: npt.NDArray[np.object_]
+    """The names themselves, so that answers pick theirs out by mask, not name by name."""
 
 
 class RowMemo:
@@ -32,8 +42,7 @@ class RowMemo:
         self.lists: dict[tuple[int, str, str], tuple[list[str], Rows]] = {}
 
     def rows(self, state: ClusterState, names: Sequence[str]) -> Rows:
-        """Each name's row in ``state`` (-1 for a node we do not know), and which are known
-        (both read-only)."""
+        """Each name's row in ``state`` (see :class:`Rows`)."""
         if state is not self.state:  # rebuilt: rows moved
             self.state, self.lists = state, {}
         key = (len(names), names[0], names[-1]) if len(names) >= self.SHORTEST else None
@@ -44,9 +53,13 @@ class RowMemo:
         count = len(names)
         index = np.fromiter(map(state.index.get, names, repeat(-1, count)), np.int64, count)
         known = index >= 0
-        index.flags.writeable = known.flags.writeable = False
+        array = np.empty(count, dtype=object)
+        array[:] = names
+        for part in (index, known, array):
+            part.flags.writeable = False
+        rows = Rows(index, known, array)
         if key is not None:
             if key not in self.lists and len(self.lists) >= self.SIZE:
                 del self.lists[next(iter(self.lists))]  # the oldest
-            self.lists[key] = (list(names), (index, known))
-        return index, known
+            self.lists[key] = (list(names), rows)
+        return rows

@@ -9,6 +9,7 @@ devices with the pod's share free each, and a GPU model the pod accepts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -55,16 +56,43 @@ def room(
     the pod's models when the caller keeps it already."""
     gpus = bool(pod.gpus)
     constrained = gpus and bool(pod.gpu_models)
+    with_room = None
+    if gpus:
+        if isinstance(nodes, slice) or len(nodes) * WHOLE_STATE_SHARE >= len(state):
+            with_room = devices_with_room(state.gpu_free, pod.gpu_milli)[nodes]
+        else:  # a few rows: count on their copy
+            with_room = devices_with_room(state.gpu_free[nodes], pod.gpu_milli)
     if constrained and model_ok is None:
         model_ok = models_allowed(state, pod.gpu_models)
     return Room(
         cpu_free=state.cpu_free[nodes],
         mem_free=state.mem_free_effective()[nodes],
         gpu_count=state.gpu_count[nodes] if gpus else None,
-        gpus_with_room=(state.gpu_free[nodes] >= pod.gpu_milli).sum(axis=1) if gpus else None,
+        gpus_with_room=with_room,
         model_id=state.model_id[nodes] if constrained else None,
         model_ok=model_ok if constrained else None,
     )
+
+
+WHOLE_STATE_SHARE: Final = 4
+"""Asked about at least a quarter of the nodes, devices are counted on every node and
+the rows asked for taken from that: cheaper than copying the rows' device matrix first."""
+
+
+def devices_with_room(gpu_free: npt.NDArray[np.int64], milli: int) -> npt.NDArray[np.int64]:
+    """Per row of a device matrix (padded with -1), how many devices have ``milli`` free.
+
+    Counted eight devices at a time: a row's comparisons, one byte each, are read as one
+    64-bit word and its set bits counted — a tenth of the time of summing booleans along
+    short rows, which numpy does element by element."""
+    rows, width = gpu_free.shape
+    words = -(-width // 8)
+    fits = np.zeros((rows, words * 8), dtype=bool)
+    np.greater_equal(gpu_free, milli, out=fits[:, :width])
+    counts = np.bitwise_count(fits.view(np.uint64))
+    if words == 1:
+        return counts[:, 0].astype(np.int64)
+    return counts.sum(axis=1, dtype=np.int64)
 
 
 def models_allowed(state: ClusterState, models: frozenset[str]) -> npt.NDArray[np.bool_]:

@@ -164,15 +164,18 @@ def reference_prioritize(cluster: LiveCluster, pod: PodRequest, names: list[str]
 # ---------------------------------------------------------- random clusters
 
 
-def random_cluster(seed: int, policy: str, nodes: int | None = None) -> LiveCluster:
+def random_cluster(
+    seed: int, policy: str, nodes: int | None = None, *, pick: bool = False
+) -> LiveCluster:
     """Nodes of random sizes and models, bound pods, and fresh signals on most nodes;
-    the same seed builds the same cluster."""
+    the same seed builds the same cluster. Filter answers every passing node unless
+    ``pick`` (the shipped ``extender.pick_in_filter``)."""
     rng = random.Random(seed)
     # stowage reserving GPU nodes' CPU, so that its own refusal is compared too
     args = {"reserve_gpu_cpu": True} if policy == "stowage" else {}
     settings = CoordinatorSettings(
         policy=PolicySettings(name=policy, args=args),
-        extender=ExtenderSettings(pick_in_filter=False),  # filter answers every passing node
+        extender=ExtenderSettings(pick_in_filter=pick),
         signals=SignalSettings(
             contiguity_threshold_b=rng.choice([0, 512 * MIB, 8 * GIB]),
             cpu_utilization_threshold_pct=rng.choice([50.0, 95.0, 100.0]),
@@ -399,9 +402,8 @@ def test_long_name_lists_are_remembered_only_while_they_and_the_nodes_stay_the_s
         assert cluster.filter(pod, offer) == reference_filter(cluster, pod, offer)
 
 
-async def test_the_endpoints_answer_what_the_per_node_code_answers(aiohttp_client: Any):
-    """Over HTTP, on a cluster big enough for the remembered name lists, pod after pod."""
-    served, reference = (random_cluster(5, "stowage", nodes=300) for _ in range(2))
+def extender_app(served: LiveCluster) -> web.Application:
+    """kube-scheduler's extender endpoints over ``served``."""
     app = web.Application()
     app[SERVICES] = Services(
         settings=served.settings,
@@ -411,7 +413,13 @@ async def test_the_endpoints_answer_what_the_per_node_code_answers(aiohttp_clien
         authenticator=NoAuth(),
     )
     kube.add_routes(app)
-    client = await aiohttp_client(app)
+    return app
+
+
+async def test_the_endpoints_answer_what_the_per_node_code_answers(aiohttp_client: Any):
+    """Over HTTP, on a cluster big enough for the remembered name lists, pod after pod."""
+    served, reference = (random_cluster(5, "stowage", nodes=300) for _ in range(2))
+    client = await aiohttp_client(extender_app(served))
     rng = random.Random(5)
     names = [*sorted(served.specs), "unknown-1"]
     rng.shuffle(names)
@@ -438,6 +446,47 @@ async def test_the_endpoints_answer_what_the_per_node_code_answers(aiohttp_clien
         if top:
             reference.assume(f"uid-{k}", request, top[0])
         assert served.held.keys() == reference.held.keys()
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_the_filters_pick_is_the_per_node_codes_first_choice(aiohttp_client: Any, seed: int):
+    """Filter picking (the shipped setting): the node answered alone is the first offered
+    of those the per-node filter passes with the per-node prioritize's best score, and
+    with unknown names, partial offers and assumptions pod after pod, it stays so."""
+    served, reference = (random_cluster(seed, "stowage", nodes=300, pick=True) for _ in range(2))
+    client = await aiohttp_client(extender_app(served))
+    rng = random.Random(seed)
+    names = [*sorted(served.specs), "unknown-1", "unknown-2"]
+    rng.shuffle(names)
+    shapes = [
+        ("4", "16Gi", 0, {}),
+        ("8", "64Gi", 1, {}),
+        ("2", "8Gi", 0, {GPU_MILLI: "500"}),
+        ("2", "4Gi", 0, {"stowage.io/qos": "batch"}),  # refused where loaded, yet scored
+    ]
+    picked = 0
+    for k in range(16):
+        offer = names if k % 3 else rng.sample(names, 280)
+        cpu, memory, gpus, annotations = rng.choice(shapes)
+        body = {"Pod": pod(cpu, memory, gpus, uid=f"uid-{k}", annotations=annotations)}
+        body["NodeNames"] = offer
+        request = pod_request(body["Pod"], served.settings.signals.contiguity_threshold_b)
+
+        got = await client.post("/scheduler/filter", json=body)
+        want = reference_filter(reference, request, offer)
+        passing = set(want.passing)
+        scores = reference_prioritize(reference, request, offer)
+        best = max((scores[n] for n in offer if n in passing), default=0)
+        ordered = [n for n in offer if n in passing]
+        if len(ordered) >= 2 and best > 0:
+            ordered = [next(n for n in offer if n in passing and scores[n] == best)]
+            picked += 1
+        expected = wire.filter_reply(ordered, want.failed, want.unresolvable)
+        assert json.loads(await got.text()) == expected
+        if len(ordered) == 1:
+            reference.assume(f"uid-{k}", request, ordered[0])
+        assert served.held.keys() == reference.held.keys()
+    assert picked  # the pick was compared, not only whole lists
 
 
 def test_prioritize_of_nothing_known_is_all_zero(clock: FakeClock):
@@ -516,6 +565,7 @@ def test_the_args_reader_reuses_the_names_it_read_last_only_when_they_are_the_sa
     assert read(["a", "b", "a"], key="nodenames").names is first.names
     assert read(["a", "b"]).names == ["a", "b"]
     assert read(["a", "b", "a"]).names == ["a", "b", "a"]
+    assert read(["a", "c", "a"]).names == ["a", "c", "a"]  # as long, other bytes
     with pytest.raises(wire.WireError, match=r"NodeNames\[1\]: expected a string, got number"):
         read(["a", 1])
     with pytest.raises(wire.WireError, match="neither NodeNames nor Nodes"):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from common.errors import ConfigError
 from coordinator.config import CoordinatorSettings, ExtenderSettings, PolicySettings
 from coordinator.extender import kube
 from coordinator.extender.handling import MAX_NODES_PER_REQUEST
@@ -417,3 +418,26 @@ async def test_every_verb_is_timed_bad_requests_included(rig: Rig):
 async def test_only_post_is_served(rig: Rig):
     for path in (FILTER, PRIORITIZE, PREEMPT):
         assert (await rig.client.get(path)).status == 405
+
+
+@pytest.mark.parametrize("path", ["/scheduler/filter", "/scheduler/prioritize"])
+async def test_the_request_cap_is_the_setting(make_rig: MakeRig, path: str):
+    """``extender.max_nodes_per_request``: as many names as it says are judged, one more
+    is refused, in either node mode; Volcano's prioritize is held to it too."""
+    settings = CoordinatorSettings(extender=ExtenderSettings(max_nodes_per_request=3))
+    rig = await make_rig(settings)
+    status, _ = await rig.post(path, {"Pod": pod(), "NodeNames": ["node-a"] * 3})
+    assert status == 200
+    await rig.assert_refused(
+        path, {"Pod": pod(), "NodeNames": ["node-a"] * 4}, "NodeNames: 4 nodes, more than 3"
+    )
+    items = {"items": [NODES["node-a"]] * 4}
+    await rig.assert_refused(path, {"Pod": pod(), "Nodes": items}, "Nodes.items: 4 nodes")
+    task = {"task": {"Pod": pod()}, "nodes": [{"Name": "node-a"}] * 4}
+    await rig.assert_refused("/volcano/prioritize", task, "nodes: 4 nodes, more than 3")
+
+
+@pytest.mark.parametrize("most", [0, 100_001])
+def test_a_request_cap_out_of_range_is_refused(most: int):
+    with pytest.raises(ConfigError, match="extender.max_nodes_per_request"):
+        ExtenderSettings(max_nodes_per_request=most)
