@@ -10,8 +10,8 @@ One line per node in 80 columns: free and total GPUs, how full the fullest resou
 GPU fragmentation (FGD, milli-GPU typical pods could not use), the share of free memory in
 2 MiB blocks, CPU and memory stall (PSI some, %), whether best-effort pods are throttled,
 and the age of the latest report (``*``: stale, its signals unknown; ``-``: no agent has
-reported). Exits 0, or 2 with one line when the coordinator cannot be asked or an option
-is wrong.
+reported). ``!`` after the GPUs: some of them are unhealthy, not offered to new GPU pods.
+Exits 0, or 2 with one line when the coordinator cannot be asked or an option is wrong.
 """
 
 from __future__ import annotations
@@ -118,9 +118,11 @@ def table(tiles: Sequence[Tile], sort: str, limit: int | None = None) -> str:
     rows = ordered(tiles, sort)
     stale = sum(t["stale"] for t in tiles)
     throttled = sum(t["throttled"] for t in tiles)
+    sick = sum(bool(t.get("gpu_unhealthy")) for t in tiles)
+    unhealthy = f", {sick} with unhealthy GPUs" if sick else ""
     how = "by name" if sort == "name" else SORTS[sort][1]
     lines = [
-        f"{len(tiles)} nodes, {stale} stale, {throttled} throttled; {how}",
+        f"{len(tiles)} nodes, {stale} stale, {throttled} throttled{unhealthy}; {how}",
         _line([title for title, _ in COLUMNS]),
     ]
     lines += [_line(_cells(t)) for t in rows[:limit]]
@@ -129,6 +131,8 @@ def table(tiles: Sequence[Tile], sort: str, limit: int | None = None) -> str:
 
 def _cells(t: Tile) -> list[str]:
     gpus = f"{t['gpu_free_milli'] / 1000:.1f}/{t['gpus']}" if t["gpus"] else "-"
+    if t.get("gpu_unhealthy"):
+        gpus += "!"  # some not offered to new GPU pods (/debug/nodes says why)
     age = "-" if t["age_s"] is None else _duration(t["age_s"]) + ("*" if t["stale"] else "")
     return [
         t["name"],

@@ -11,11 +11,15 @@ Each value is ``key=value`` pairs and the time they were measured::
     stowage.io/be-cpu-quota-reason: tightened: LS cpu some avg10 41.0% >= 30% for 10s
     stowage.io/batch-cpu:   reclaimable=98850m;at=2026-11-29T17:14:05Z
     stowage.io/state:       fresh;at=2026-11-29T17:14:05Z   (or "stale: no report since …")
+    stowage.io/gpu-health:  unhealthy=3+5,gpus=8;at=2026-11-29T17:14:05Z  (only while any is)
+    stowage.io/gpu-health-reason:   GPU 3: XID 79; GPU 5: 2 uncorrectable ECC errors
 
 ``be-cpu-quota`` is the leader's best-effort CPU throttle of the node and
 ``be-cpu-quota-reason`` why (free text, at most :data:`MAX_REASON` characters);
 ``batch-cpu`` is the CPU a batch scheduler may place best-effort pods on: allocatable −
-LS use − the pool's margin, as Koordinator's batch resources publish it.
+LS use − the pool's margin, as Koordinator's batch resources publish it. ``gpu-health``
+names the node's GPUs not offered to new GPU pods (device indices joined by ``+``) and how
+many it has; ``gpu-health-reason`` says why, per GPU (free text, cut like the quota's).
 
 Percentages are of what pods can really use (true allocatable where measured). All of
 one node's annotations stay under :data:`BUDGET_B`: a Node's annotations share 256 kB
@@ -37,6 +41,8 @@ STATE: Final = PREFIX + "state"
 BE_CPU_QUOTA: Final = PREFIX + "be-cpu-quota"
 BE_CPU_QUOTA_REASON: Final = PREFIX + "be-cpu-quota-reason"
 BATCH_CPU: Final = PREFIX + "batch-cpu"
+GPU_HEALTH: Final = PREFIX + "gpu-health"
+GPU_HEALTH_REASON: Final = PREFIX + "gpu-health-reason"
 KEYS: Final = (
     FULLNESS,
     CONTIGUITY,
@@ -46,6 +52,8 @@ KEYS: Final = (
     BE_CPU_QUOTA,
     BE_CPU_QUOTA_REASON,
     BATCH_CPU,
+    GPU_HEALTH,
+    GPU_HEALTH_REASON,
 )
 BUDGET_B: Final = 4096
 MAX_REASON: Final = 512

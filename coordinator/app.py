@@ -32,6 +32,7 @@ from coordinator.kube import (
     colocation_events,
     events,
     evictions,
+    gpu_health_events,
     leader,
     publisher,
     watches,
@@ -300,6 +301,12 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
         asyncio.create_task(
             colocation_events.write_events(colocation, recorder, services.leader),
             name="stowage-colocation-events",
+        )
+    )
+    tasks.append(  # a change of a node's unhealthy GPUs becomes an Event on it
+        asyncio.create_task(
+            gpu_health_events.write_events(services.cluster, recorder, services.leader),
+            name="stowage-gpu-health-events",
         )
     )
     yield

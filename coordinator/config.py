@@ -70,8 +70,7 @@ class GpuHealthSettings:
         _positive("signals.gpu_health", xid_window_s=self.xid_window_s)
         if self.ecc_uncorrected_max < 0 or self.retired_pages_max < 0:
             raise ConfigError(
-                "signals.gpu_health: ecc_uncorrected_max and retired_pages_max must not be"
-                " negative"
+                "signals.gpu_health: ecc_uncorrected_max and retired_pages_max must not be negative"
             )
         if any(not 0 <= x < 2**32 for x in self.ignored_xids):
             raise ConfigError("signals.gpu_health.ignored_xids: XIDs are 0 … 2^32-1")

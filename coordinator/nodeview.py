@@ -16,6 +16,9 @@ with what the coordinator acts on:
 * ``psi_cpu`` / ``psi_memory`` — PSI ``some`` in percent as scoring reads it (the rate
   over the agent's last interval, avg10 where it has none);
 * ``throttled`` / ``throttle_reason`` — the colocation controller's best-effort quota;
+* ``gpu_unhealthy`` / ``gpu_health`` — how many of the node's GPUs are not offered to new
+  GPU pods and why (:mod:`coordinator.scoring.gpuhealth`, the filter's own judgement); 0
+  and null for a healthy node or one without a fresh report;
 * ``stale`` — no fresh signals (never reported, or silent longer than
   ``signals.report_ttl_s``); ``age_s`` — seconds since the latest report was received, on
   the coordinator's monotonic clock; ``reporting`` — an agent reported for the node since
@@ -35,6 +38,7 @@ from aiohttp import web
 from coordinator.colocation.controller import RELEASED
 from coordinator.kube.publisher import fullness_pct
 from coordinator.live import LiveCluster
+from coordinator.scoring import gpuhealth
 from coordinator.scoring.fragmentation import Fragmentation, Shape, typical_shapes
 
 SHAPES_TTL_S: Final = 30.0
@@ -57,6 +61,8 @@ class Tile(TypedDict):
     psi_memory: float | None
     throttled: bool
     throttle_reason: str | None
+    gpu_unhealthy: int
+    gpu_health: str | None
     stale: bool
     age_s: float | None
     reporting: bool
@@ -86,6 +92,7 @@ class NodeView:
         now = cluster.clock.monotonic()
         frag = self._measure(now)
         throttles = cluster.colocation.throttles
+        health = cluster.settings.signals.gpu_health
         tiles: list[Tile] = []
         for name in sorted(cluster.specs if names is None else names):
             i = state.index[name]
@@ -98,6 +105,7 @@ class NodeView:
             contiguity = None
             if signals is not None and signals.contiguous_2mib_b >= 0 and signals.free_mem_b > 0:
                 contiguity = min(1.0, signals.contiguous_2mib_b / signals.free_mem_b)
+            bad = {} if signals is None else gpuhealth.unhealthy(signals.gpu_faults, health)
             tiles.append(
                 Tile(
                     name=name,
@@ -113,6 +121,8 @@ class NodeView:
                     psi_memory=None if signals is None else _known(signals.memory_pressure_pct),
                     throttled=throttled,
                     throttle_reason=throttle.reason if throttled else None,
+                    gpu_unhealthy=len(bad),
+                    gpu_health=gpuhealth.summary(bad) if bad else None,
                     stale=signals is None,
                     age_s=None if received is None else max(0.0, now - received),
                     reporting=received is not None,

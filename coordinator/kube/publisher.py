@@ -25,6 +25,7 @@ from coordinator.kube.leader import Fence, LeaseLost
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.ratelimit import TokenBucket
+from coordinator.scoring import gpuhealth
 from coordinator.state.cluster import ClusterState
 
 log = logging.getLogger(__name__)
@@ -90,8 +91,16 @@ def summarize(cluster: LiveCluster, name: str, now: float) -> Summary:
         numbers["batch_cpu"] = _pct(reclaimable, cpu_cap)
     values[ann.STATE] = f"fresh;at={ann.timestamp(at)}"
     # A throttle that changes is written at once, however small the change: the state
-    # carries it, and a changed state is always due.
+    # carries it, and a changed state is always due. So is a change of unhealthy GPUs.
     state = "fresh" if quota is None else f"fresh/be={quota}"
+    bad = gpuhealth.unhealthy(signals.gpu_faults, cluster.settings.signals.gpu_health, aged=False)
+    if bad:
+        gpus = "+".join(map(str, sorted(bad)))
+        values[ann.GPU_HEALTH] = ann.value(
+            {"unhealthy": gpus, "gpus": str(cluster.specs[name].gpus)}, at
+        )
+        values[ann.GPU_HEALTH_REASON] = ann.reason(gpuhealth.summary(bad))
+        state += f"/gpu-unhealthy={gpus}"
     return Summary(values, numbers, state)
 
 

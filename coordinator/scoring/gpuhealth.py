@@ -43,8 +43,10 @@ MAX_NAMED: Final = 4
 ``kubectl describe pod`` and within an annotation's budget)."""
 
 
-def why_unhealthy(fault: GpuFault, settings: GpuHealthSettings) -> str | None:
-    """Why the GPU must not take new pods, or None when it may."""
+def why_unhealthy(fault: GpuFault, settings: GpuHealthSettings, *, aged: bool = True) -> str | None:
+    """Why the GPU must not take new pods, or None when it may. ``aged`` says how long ago
+    the latest XID was (filter reasons, answered now); without, the words stay the same
+    from one report to the next (annotations and Events, which are written on change)."""
     why = []
     if fault.lost:
         why.append("fell off the bus")
@@ -55,7 +57,7 @@ def why_unhealthy(fault: GpuFault, settings: GpuHealthSettings) -> str | None:
     if recent:
         xid, age = recent[0]
         more = f" (+{len(recent) - 1} more)" if len(recent) > 1 else ""
-        why.append(f"XID {xid} {age:.0f}s ago{more}")
+        why.append(f"XID {xid} {age:.0f}s ago{more}" if aged else f"XID {xid}{more}")
     if fault.ecc_uncorrected > settings.ecc_uncorrected_max:
         why.append(f"{fault.ecc_uncorrected} uncorrectable ECC errors")
     if fault.retired_pages > settings.retired_pages_max:
@@ -65,11 +67,16 @@ def why_unhealthy(fault: GpuFault, settings: GpuHealthSettings) -> str | None:
     return ", ".join(why) or None
 
 
-def unhealthy(faults: Sequence[GpuFault], settings: GpuHealthSettings) -> dict[int, str]:
-    """Device index → why it is unhealthy, for the node's unhealthy GPUs only."""
-    out = {}
+def unhealthy(
+    faults: Sequence[GpuFault], settings: GpuHealthSettings, *, aged: bool = True
+) -> dict[int, str]:
+    """Device index → why it is unhealthy, for the node's unhealthy GPUs only; none while
+    the rule is off."""
+    out: dict[int, str] = {}
+    if not settings.enabled:
+        return out
     for fault in faults:
-        why = why_unhealthy(fault, settings)
+        why = why_unhealthy(fault, settings, aged=aged)
         if why is not None:
             out[fault.index] = why
     return out
@@ -130,13 +137,17 @@ def _judged(
     why: dict[int, str] = {}
     for k in np.flatnonzero(state.gpu_faulty[nodes]).tolist():
         i = int(nodes[k])
-        count = int(state.gpu_count[i])
-        bad = {d: w for d, w in unhealthy(state.gpu_faults[i], settings).items() if d < count}
+        bad = unhealthy(state.gpu_faults[i], settings)
         if not bad:
             continue
-        healthy = count - len(bad)
-        free = state.gpu_free[i, :count]
-        with_room = sum(1 for d in range(count) if d not in bad and free[d] >= pod.gpu_milli)
+        count, reported = int(state.gpu_count[i]), int(state.gpu_reported[i])
+        healthy = _healthy(count, reported, len(bad))
+        if healthy is None:
+            continue
+        with_room = pod.gpus  # unknown unless the Node's devices are the report's
+        if count == reported:
+            free = state.gpu_free[i, :count]
+            with_room = sum(1 for d in range(count) if d not in bad and free[d] >= pod.gpu_milli)
         if not busy and healthy < pod.gpus:
             fails[k] = True
             why[i] = f"GPU health: {healthy} healthy GPUs < {pod.gpus} requested ({summary(bad)})"
@@ -147,3 +158,16 @@ def _judged(
                 f" < {pod.gpus} requested ({summary(bad)})"
             )
     return Refusal(fails, why.__getitem__)
+
+
+def _healthy(count: int, reported: int, bad: int) -> int | None:
+    """How many of the Node's ``count`` GPUs are healthy, with ``bad`` of the ``reported``
+    ones unhealthy; None when it cannot be told.
+
+    Equal counts: the same devices, in the same order. Fewer on the Node: the device plugin
+    has left out devices it found unhealthy itself (allocatable), perhaps some of the same,
+    so at most ``reported − bad`` of the rest are healthy. More on the Node (time-slicing
+    replicas): only a node whose every GPU is unhealthy can be judged."""
+    if count <= reported:
+        return max(0, min(count, reported - bad))
+    return 0 if bad >= reported else None

@@ -103,6 +103,8 @@ class ClusterState:
         """Per node, its GPUs with anything a health rule judges (see signals)."""
         self.gpu_faulty = np.zeros(n, dtype=bool)
         """Whether :attr:`gpu_faults` has any for the node: the health rule looks only there."""
+        self.gpu_reported = np.full(n, -1, dtype=np.int64)
+        """GPUs in the node's report (-1: none), to tell whether its indices are the Node's."""
 
     def __len__(self) -> int:
         return len(self.names)
@@ -174,6 +176,7 @@ class ClusterState:
             self.gpu_links[i], self.gpu_links_key[i] = self._interned_links(links)
         self.gpu_faults[i] = signals.gpu_faults
         self.gpu_faulty[i] = bool(signals.gpu_faults)
+        self.gpu_reported[i] = signals.gpu_devices
         self.version[i] += 1
 
     def mem_free_effective(self) -> npt.NDArray[np.int64]:

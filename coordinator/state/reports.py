@@ -61,6 +61,7 @@ def signals_of(report: NodeReport) -> NodeSignals:
         topology_policy=topology,
         gpu_links=tuple(map(tuple, gpus.nvlinks)) if isinstance(gpus, GpuSection) else None,
         gpu_faults=_gpu_faults(gpus) if isinstance(gpus, GpuSection) else (),
+        gpu_devices=len(gpus.devices) if isinstance(gpus, GpuSection) else -1,
     )
 
 

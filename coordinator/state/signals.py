@@ -74,6 +74,9 @@ class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Active NVLinks between device pairs (``gpu_links[i][j]``), as the agent saw them."""
     gpu_faults: tuple[GpuFault, ...] = ()
     """The GPUs with anything a health rule judges; empty for a healthy (or unknown) node."""
+    gpu_devices: int = -1
+    """GPUs in the agent's report (-1: no GPU section): the Node may count fewer (the
+    device plugin leaves unhealthy ones out of allocatable) or more (time-slicing)."""
 
 
 UNKNOWN: Final = NodeSignals()

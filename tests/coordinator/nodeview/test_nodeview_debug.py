@@ -46,6 +46,8 @@ async def test_every_node_has_its_tile_whether_its_agent_reports_or_not(
         "psi_memory": 12.5,
         "throttled": False,
         "throttle_reason": None,
+        "gpu_unhealthy": 0,
+        "gpu_health": None,
         "stale": False,
         "reporting": True,
     }
@@ -61,6 +63,8 @@ async def test_every_node_has_its_tile_whether_its_agent_reports_or_not(
         "psi_memory": None,
         "throttled": False,
         "throttle_reason": None,
+        "gpu_unhealthy": 0,
+        "gpu_health": None,
         "stale": True,
         "age_s": None,
         "reporting": False,

@@ -10,8 +10,12 @@ import msgspec
 import pytest
 
 from common.schema import GpuDevice, NodeReport, XidSeen
-from coordinator.config import CoordinatorSettings, GpuHealthSettings, PolicySettings
-from coordinator.config import SignalSettings
+from coordinator.config import (
+    CoordinatorSettings,
+    GpuHealthSettings,
+    PolicySettings,
+    SignalSettings,
+)
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.scoring import gpuhealth
@@ -71,7 +75,7 @@ XID_79 = {"xid_recent": [XidSeen(xid=79, age_s=40.0)], "xid_critical": 1, "last_
 )
 def test_each_condition_takes_the_gpu_out(fields: dict[str, Any], reason: str) -> None:
     cluster = live()
-    cluster.apply_report(report(SICK, **{"gpu3": fields}))
+    cluster.apply_report(report(SICK, gpu3=fields))
     eight = cluster.filter(pod(8), [SICK, WELL])
 
     assert eight.passing == [WELL]
@@ -92,7 +96,7 @@ def test_each_condition_takes_the_gpu_out(fields: dict[str, Any], reason: str) -
 )
 def test_within_the_thresholds_the_gpu_is_offered(fields: dict[str, Any]) -> None:
     cluster = live(GpuHealthSettings(ignored_xids=[94]))
-    cluster.apply_report(report(SICK, **{"gpu3": fields}))
+    cluster.apply_report(report(SICK, gpu3=fields))
 
     assert cluster.filter(pod(8), [SICK, WELL]).passing == [SICK, WELL]
 
@@ -111,7 +115,7 @@ def test_a_node_whose_every_gpu_is_unhealthy_takes_no_gpu_pod_but_cpu_pods() -> 
 
 def test_a_partly_unhealthy_node_counts_only_its_healthy_gpus_with_room() -> None:
     cluster = live()
-    cluster.apply_report(report(SICK, **{"gpu0": XID_79, "gpu1": XID_79}))
+    cluster.apply_report(report(SICK, gpu0=XID_79, gpu1=XID_79))
     state = cluster.state
     assert state is not None
     i = state.index[SICK]
@@ -176,3 +180,31 @@ def test_several_conditions_and_recent_xids_in_one_reason() -> None:
     assert gpuhealth.why_unhealthy(GpuFault(index=0, repair_pending=True), HEALTH) is not None
     lenient = GpuHealthSettings(refuse_pending_repair=False)
     assert gpuhealth.why_unhealthy(GpuFault(index=0, repair_pending=True), lenient) is None
+
+
+def node_counting(gpus: int) -> dict[str, Any]:
+    node = gpu_node(SICK)
+    node["status"]["allocatable"]["nvidia.com/gpu"] = str(gpus)
+    return node
+
+
+def test_a_node_counting_fewer_gpus_than_reported_is_not_judged_twice() -> None:
+    # The device plugin has left GPU 3 out of allocatable itself: 7 on the Node, 8 reported.
+    cluster = live()
+    cluster.upsert_node(node_counting(7))
+    cluster.apply_report(report(SICK, gpu3=XID_79))
+    assert cluster.filter(pod(7), [SICK]).passing == [SICK]
+
+    cluster.apply_report(report(SICK, seq=1, gpu3=XID_79, gpu5=XID_79))  # one more since
+    seven = cluster.filter(pod(7), [SICK])
+    assert seven.unresolvable[SICK].startswith("GPU health: 6 healthy GPUs < 7 requested")
+
+
+def test_time_sliced_gpus_are_judged_only_when_every_gpu_is_unhealthy() -> None:
+    cluster = live()
+    cluster.upsert_node(node_counting(32))  # 4 replicas of each of the 8 GPUs
+    cluster.apply_report(report(SICK, gpu3=XID_79))
+    assert cluster.filter(pod(1, 1000), [SICK]).passing == [SICK]
+
+    cluster.apply_report(report(SICK, seq=1, **{f"gpu{k}": {"lost": True} for k in range(8)}))
+    assert cluster.filter(pod(1, 1000), [SICK]).passing == []

@@ -23,25 +23,29 @@ from tests.coordinator.ui.tiles import same
 NODES: list[dict[str, Any]] = [
     {"name": "cpu-01", "gpu_model": None, "gpus": 0, "gpu_free_milli": 0, "fullness": 0.5,
      "gpu_frag_milli": None, "contiguity": 0.33, "psi_cpu": 7.5, "psi_memory": 1.0,
-     "throttled": False, "throttle_reason": None, "stale": False, "age_s": 2.0,
+     "throttled": False, "throttle_reason": None, "gpu_unhealthy": 0, "gpu_health": None,
+     "stale": False, "age_s": 2.0,
      "reporting": True},
     {"name": "cpu-02", "gpu_model": None, "gpus": 0, "gpu_free_milli": 0, "fullness": 0.0,
      "gpu_frag_milli": None, "contiguity": None, "psi_cpu": None, "psi_memory": None,
-     "throttled": False, "throttle_reason": None, "stale": True, "age_s": None,
+     "throttled": False, "throttle_reason": None, "gpu_unhealthy": 0, "gpu_health": None,
+     "stale": True, "age_s": None,
      "reporting": False},
     {"name": "gpu-a100-01", "gpu_model": "NVIDIA-A100-SXM4-80GB", "gpus": 8,
      "gpu_free_milli": 2500, "fullness": 0.75, "gpu_frag_milli": 1250.5, "contiguity": 0.62,
      "psi_cpu": 3.25, "psi_memory": 0.0, "throttled": False, "throttle_reason": None,
+     "gpu_unhealthy": 1, "gpu_health": "GPU 3: XID 79 40s ago",
      "stale": False, "age_s": 1.5, "reporting": True},
     {"name": "gpu-a100-02", "gpu_model": "NVIDIA-A100-SXM4-80GB", "gpus": 8,
      "gpu_free_milli": 8000, "fullness": 0.125, "gpu_frag_milli": 0.0, "contiguity": 0.9,
      "psi_cpu": 41.0, "psi_memory": 12.5, "throttled": True,
-     "throttle_reason": "LS stall 41 % >= 30 % for 10 s", "stale": False, "age_s": 0.25,
+     "throttle_reason": "LS stall 41 % >= 30 % for 10 s", "gpu_unhealthy": 0, "gpu_health": None,
+     "stale": False, "age_s": 0.25,
      "reporting": True},
     {"name": "gpu-v100-01", "gpu_model": "Tesla-V100-SXM2-16GB", "gpus": 4,
      "gpu_free_milli": 0, "fullness": 1.0, "gpu_frag_milli": None, "contiguity": None,
      "psi_cpu": None, "psi_memory": None, "throttled": False, "throttle_reason": None,
-     "stale": True, "age_s": 95.0, "reporting": True},
+     "gpu_unhealthy": 0, "gpu_health": None, "stale": True, "age_s": 95.0, "reporting": True},
 ]  # fmt: skip
 """Every kind of node: without GPUs, never reported, throttled, stale, signals missing."""
 
@@ -100,12 +104,14 @@ async def test_each_tile_carries_every_value_of_its_node(
     assert "data-contiguity" not in tiles[1] and tiles[1]["data-reporting"] == "false"
     assert tiles[4]["data-stale"] == "true" and tiles[4]["data-age-s"] == "95"
     assert await page.text("counts") == "5 shown / 5 nodes · 2 stale · 1 throttled"
-    # Marks the eye sees: throttled tiles framed, stale ones faded.
+    assert tiles[2]["data-gpu-health"] == "GPU 3: XID 79 40s ago"
+    # Marks the eye sees: throttled tiles framed, stale ones faded, unhealthy GPUs dashed.
     marks = await page.js(
         "return [...document.querySelectorAll('#grid .tile')].map((t) => getComputedStyle(t))"
-        "  .map((s) => [s.boxShadow !== 'none', Number(s.opacity) < 1]);"
+        "  .map((s) => [s.boxShadow !== 'none', Number(s.opacity) < 1,"
+        "    s.outlineStyle === 'dashed']);"
     )
-    assert marks == [[n["throttled"], n["stale"]] for n in NODES]
+    assert marks == [[n["throttled"], n["stale"], bool(n["gpu_unhealthy"])] for n in NODES]
     assert page.errors() == []
 
 
