@@ -4,11 +4,14 @@ clears."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
+from agent.collectors import gpus
+from common import codec
 from common.schema import GpuDevice, NodeReport, XidSeen
 from coordinator.config import (
     CoordinatorSettings,
@@ -23,6 +26,7 @@ from coordinator.state.podrequest import PodRequest
 from coordinator.state.signals import GpuFault
 from hack.bench.ingest import gpu_node
 from hack.loadgen.reports import build_report
+from tests.agent.collectors import fake_nvml as fake
 from tests.hosts import FakeClock
 
 GIB = 2**30
@@ -208,3 +212,33 @@ def test_time_sliced_gpus_are_judged_only_when_every_gpu_is_unhealthy() -> None:
 
     cluster.apply_report(report(SICK, seq=1, **{f"gpu{k}": {"lost": True} for k in range(8)}))
     assert cluster.filter(pod(1, 1000), [SICK]).passing == []
+
+
+def test_from_the_agents_collector_over_the_wire_to_the_verdict_and_back(tmp_path: Path) -> None:
+    """The real GPU collector over the NVML stand-in, the report encoded and decoded as it
+    travels, the coordinator's filter; then the window passes and the GPU is back."""
+    host = fake.h100_host()
+    agent_clock = FakeClock()
+    collector = gpus.GpuCollector(
+        clock=agent_clock,
+        sys_root=fake.write_sys_numa(
+            tmp_path, dict(zip(fake.H100_BUS_IDS, fake.H100_NUMA, strict=True))
+        ),
+        nvml=host,
+    )
+    collector.collect()  # registers for XID events
+    host.emit_xid(4, 79)
+    cluster = live()
+
+    def deliver(seq: int) -> None:
+        body = msgspec.structs.replace(build_report(SICK, seq=seq), gpus=collector.collect())
+        assert cluster.apply_report(codec.decode_report(codec.encode(body)))
+
+    deliver(1)
+    assert cluster.filter(pod(8), [SICK]).unresolvable == {
+        SICK: "GPU health: 7 healthy GPUs < 8 requested (GPU 4: XID 79 0s ago)"
+    }
+    agent_clock.advance(HEALTH.xid_window_s)
+    cluster.clock.advance(10.0)  # type: ignore[attr-defined]
+    deliver(2)
+    assert cluster.filter(pod(8), [SICK]).passing == [SICK]
