@@ -1,8 +1,9 @@
 """``stowage colocation``: why each node's best-effort pods are (or are not) CPU-throttled
 right now, asked of a running coordinator (``GET /debug/colocation``).
 
-    stowage colocation --coordinator http://stowage-coordinator:8080 --node gpu-17
-    stowage colocation --coordinator http://…          # every node throttled now
+    kubectl -n stowage-system port-forward deploy/stowage-coordinator 8081 &   # its debug listener
+    stowage colocation --node gpu-17
+    stowage colocation                                 # every node throttled now
 
 Prints the answer in words, or as JSON with ``--json``. Ask the leader (or any replica:
 followers step the same reports, and the answer says whether its replica leads). Exits 0
@@ -20,11 +21,7 @@ from cli import debugask
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--coordinator",
-        default="http://127.0.0.1:8080",
-        help="base URL of a coordinator replica",
-    )
+    debugask.add_coordinator_argument(parser)
     parser.add_argument("--node", help="one node (default: every node throttled now)")
     parser.add_argument("--json", action="store_true", help="print the coordinator's JSON")
 

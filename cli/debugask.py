@@ -1,9 +1,11 @@
 """Asking a coordinator's ``/debug`` endpoints, for the CLI's read-only explain commands
-(``stowage colocation``, ``stowage plan --explain``): one place that turns an HTTP error
-or an unreachable coordinator into one line the command prints."""
+(``stowage colocation``, ``stowage plan --explain``, ``stowage top``): where they ask by
+default, and one place that turns an HTTP error or an unreachable coordinator into one
+line the command prints."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import urllib.error
 import urllib.parse
@@ -12,6 +14,20 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 TIMEOUT_S: Final = 10.0
+DEBUG_URL: Final = "http://127.0.0.1:8081"
+"""Where the commands ask by default: the coordinator's debug listener
+(``server.debug_listen``) as ``kubectl -n stowage-system port-forward
+deploy/stowage-coordinator 8081`` brings it to this machine. ``/debug`` is not served on
+the main port."""
+
+
+def add_coordinator_argument(parser: argparse.ArgumentParser) -> None:
+    """The ``--coordinator`` option every explain command takes."""
+    parser.add_argument(
+        "--coordinator",
+        default=DEBUG_URL,
+        help=f"base URL of a coordinator's debug listener (default: {DEBUG_URL})",
+    )
 
 
 class AskError(Exception):

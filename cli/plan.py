@@ -1,8 +1,9 @@
 """``stowage plan --explain``: what the eviction planner would evict now and why, asked of
 a running coordinator (``GET /debug/plan``), without acting.
 
-    stowage plan --explain --coordinator http://stowage-coordinator:8080 --pod team-a/train-0
-    stowage plan --explain --coordinator http://… --node gpu-17      # memory pressure
+    kubectl -n stowage-system port-forward deploy/stowage-coordinator 8081 &   # its debug listener
+    stowage plan --explain --pod team-a/train-0
+    stowage plan --explain --node gpu-17                            # memory pressure
 
 The coordinator answers from its live view of the cluster (the planner is the one the
 leader runs); the command prints it in words, or as JSON with ``--json``. It exits 0 when
@@ -26,11 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="show the plan and its reasons (the command never evicts)",
     )
-    parser.add_argument(
-        "--coordinator",
-        default="http://127.0.0.1:8080",
-        help="base URL of a coordinator replica",
-    )
+    debugask.add_coordinator_argument(parser)
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--pod", help="NAMESPACE/NAME of a pending pod (preemption)")
     which.add_argument("--node", help="a node under memory pressure")

@@ -2,8 +2,9 @@
 coordinator (``GET /debug/nodes``, the data of its ``/ui`` node map and of its per-node
 gauges).
 
-    stowage top --coordinator http://stowage-coordinator:8080 --sort frag --filter a100
-    stowage top --coordinator http://… --watch 5        # redraw every 5 s, Ctrl-C ends
+    kubectl -n stowage-system port-forward deploy/stowage-coordinator 8081 &   # its debug listener
+    stowage top --sort frag --filter a100
+    stowage top --watch 5                                # redraw every 5 s, Ctrl-C ends
     kubectl stowage top …                                # the same, as a kubectl plugin
 
 One line per node in 80 columns: free and total GPUs, how full the fullest resource is,
@@ -51,11 +52,7 @@ CLEAR: Final = "\x1b[H\x1b[2J"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--coordinator",
-        default="http://127.0.0.1:8080",
-        help="base URL of a coordinator replica",
-    )
+    debugask.add_coordinator_argument(parser)
     parser.add_argument(
         "--sort", choices=(*SORTS, "name"), default="fullness", help="the order of the rows"
     )

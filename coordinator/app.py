@@ -1,6 +1,10 @@
-"""The coordinator as an aiohttp application: routes, and background tasks in order.
+"""The coordinator as aiohttp applications: routes, and background tasks in order.
 
-Every replica serves reports and the extender; background tasks run under
+Every replica serves reports and the extender (:func:`make_app`); ``/debug/*`` and the
+``/ui`` node map are another application (:func:`make_debug_app`), for a listener of its
+own that is bound to localhost by default: they name pods, priorities and plans across
+every namespace, which nobody who merely reaches the main port should read. Background
+tasks run under
 ``cleanup_ctx`` so they start with the app and stop with it, in dependency order: the
 Node/Pod watches fill the caches (``/readyz`` turns ready once they have), the expiry loop
 turns silent nodes unknown, and — on the leader only — the publisher writes annotations.
@@ -60,8 +64,6 @@ def make_app(
     if kube_scheduler:
         kube_extender.add_routes(app)
     volcano_extender.add_routes(app)
-    debug.add_routes(app)
-    ui.add_routes(app)
     app[NODE_VIEW] = NodeView(services.cluster)
     app[LOOP_LAG] = LoopLag(services.clock)
     app.router.add_get("/healthz", healthz)
@@ -86,6 +88,19 @@ def make_extender_app(services: Services) -> web.Application:
     app = web.Application(client_max_size=services.settings.ingest.max_body_b)
     app[SERVICES] = services
     kube_extender.add_routes(app)
+    return app
+
+
+def make_debug_app(services: Services, node_view: NodeView | None = None) -> web.Application:
+    """``/debug/*`` and ``/ui`` alone, for the debug listener (``server.debug_listen``).
+    ``node_view`` is the main application's, so that ``/debug/nodes`` and the per-node
+    gauges in ``/metrics`` share one view (and its cache of pod shapes). Read-only:
+    background tasks run in the main application only."""
+    app = web.Application()
+    app[SERVICES] = services
+    app[NODE_VIEW] = node_view if node_view is not None else NodeView(services.cluster)
+    debug.add_routes(app)
+    ui.add_routes(app)
     return app
 
 

@@ -489,6 +489,12 @@ class ServerSettings:
     (``/scheduler/*``), which then leaves the main one; with ``tls_client_ca_file`` it
     takes only callers with a client certificate (mutual TLS), while agents keep
     reporting to the main listener with their tokens."""
+    debug_listen: str | None = "127.0.0.1:8081"
+    """``HOST:PORT`` of the listener for ``/debug/*`` and the ``/ui`` node map (never on
+    the main listener: they name pods, priorities and plans in every namespace). On
+    localhost by default, reached with ``kubectl port-forward`` — the caller's own
+    Kubernetes credentials and RBAC (``pods/portforward``) stand in front of it. Port 0
+    picks a free one; null serves neither."""
     tls_cert_file: str | None = None
     """PEM certificate (chain) served over TLS, with ``tls_key_file``: on the extender
     listener when there is one (the main listener stays plain HTTP: agents reach each
@@ -511,6 +517,8 @@ class ServerSettings:
         )
         if self.extender_listen is not None:
             _check_address("server.extender_listen", self.extender_listen)
+        if self.debug_listen is not None:
+            _check_address("server.debug_listen", self.debug_listen)
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise ConfigError("server.tls_cert_file and server.tls_key_file go together")
         if self.tls_client_ca_file is not None and (

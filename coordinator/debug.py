@@ -23,8 +23,11 @@ this replica's: the answer says so and plans as if no queue were cooling down.
 (:mod:`coordinator.nodeview`), by name — the data of ``/ui`` and ``stowage top``. The
 filter keeps nodes whose name or GPU model contains it (any case).
 
-Like every ``/debug`` route, these are read-only and unauthenticated, on the main listener
-only: reach them as you reach ``/metrics`` (the NetworkPolicy decides who may).
+Like every ``/debug`` route, these are read-only and unauthenticated, and served on the
+debug listener only (``server.debug_listen``, :func:`coordinator.app.make_debug_app`),
+which is bound to 127.0.0.1 by default: they name pods, priorities and plans in every
+namespace. Reach them with ``kubectl port-forward`` (the caller's own Kubernetes
+credentials in front of them).
 """
 
 from __future__ import annotations

@@ -3,10 +3,14 @@
 ``--standalone`` (see ``hack/standalone.py``) runs the same server against a built-in
 Kubernetes API emulator instead of a cluster.
 
-The coordinator serves one listener, or two (:func:`build_listeners`):
+The coordinator serves two listeners, or three (:func:`build_listeners`):
 
 * the main one (``listen``): agents' reports, which authenticate with their bearer tokens,
-  Volcano's extender, health, metrics and ``/debug``;
+  Volcano's extender, health and metrics;
+* the debug one (``server.debug_listen``, 127.0.0.1:8081): ``/debug/*`` and the ``/ui``
+  node map, which name pods, priorities and plans in every namespace. On localhost, only
+  what runs in the pod reaches it — ``kubectl port-forward`` does, behind the caller's own
+  Kubernetes credentials — whatever a NetworkPolicy admits to the pod's other ports;
 * with ``server.extender_listen``, a second one for the kube-scheduler extender
   (``/scheduler/*``), which then leaves the main one. It serves TLS
   (``server.tls_cert_file``) and, with ``server.tls_client_ca_file``, asks every caller
@@ -22,7 +26,7 @@ an extender listener, the TLS certificate is served on the main listener (no cli
 Volcano's extender plugin has no TLS client settings, so ``/volcano/*`` stays on the main
 listener.
 
-Both are :class:`common.listener.Listener`: a total read deadline per request, an idle
+All are :class:`common.listener.Listener`: a total read deadline per request, an idle
 timeout and a cap on open connections, so slow clients cannot starve the others.
 """
 
@@ -47,6 +51,7 @@ from coordinator.config import CoordinatorSettings
 from coordinator.kube.client import api_client
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
+from coordinator.nodeview import NODE_VIEW
 from coordinator.services import Services
 
 log = logging.getLogger(__name__)
@@ -61,7 +66,13 @@ def settings_from(args: argparse.Namespace) -> CoordinatorSettings:
         changes["kube"] = dataclasses.replace(settings.kube, kubeconfig=args.kubeconfig)
     server = {
         name: getattr(args, name)
-        for name in ("extender_listen", "tls_cert_file", "tls_key_file", "tls_client_ca_file")
+        for name in (
+            "extender_listen",
+            "debug_listen",
+            "tls_cert_file",
+            "tls_key_file",
+            "tls_client_ca_file",
+        )
         if getattr(args, name, None)
     }
     if server:
@@ -144,7 +155,7 @@ def build_listeners(
     (with a warning)."""
     server = settings.server
     wanted = server.max_connections
-    count = 1 if server.extender_listen is None else 2
+    count = 1 + (server.extender_listen is not None) + (server.debug_listen is not None)
     fits = listener.fit_connections(wanted * count) // count
     if fits < wanted:
         log.warning(
@@ -174,6 +185,10 @@ def build_listeners(
         )
         mutual = " (client certificates required)" if server.tls_client_ca_file else ""
         found.append((extender, f" the kube-scheduler extender{mutual}"))
+    if server.debug_listen is not None:
+        host, port = _address(server.debug_listen)
+        debug = coordinator_app.make_debug_app(services, app[NODE_VIEW])
+        found.append((listener.Listener(debug, host, port, limits), " /debug and /ui"))
     return found
 
 

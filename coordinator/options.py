@@ -20,6 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="serve the kube-scheduler extender (/scheduler/*) here instead of on --listen",
     )
     add(
+        "--debug-listen",
+        metavar="HOST:PORT",
+        help="serve /debug and /ui here (default: the config's server.debug_listen,"
+        " 127.0.0.1:8081; port 0 picks a free one)",
+    )
+    add(
         "--tls-cert-file",
         metavar="PEM",
         help="serve HTTPS with this certificate (chain): on the extender listener if any",

@@ -1,10 +1,11 @@
 """``GET /ui``: the live node map, one self-contained page (``nodemap.html``).
 
 The page draws one tile per node from ``GET /debug/nodes``, which it polls; it asks for
-it by a relative URL, so the map works wherever the coordinator's root is reached —
-``kubectl port-forward`` (the caller's own Kubernetes credentials in front of it), or
-under a path prefix such as ``kubectl proxy``'s ``.../services/NAME:PORT/proxy/ui``. It
-is served like ``/debug/*``, on the main listener, and carries no data itself. What the
+it by a relative URL, so the map works wherever the debug listener's root is reached,
+under a path prefix too. It is served like ``/debug/*``, on the debug listener only
+(``server.debug_listen``, 127.0.0.1:8081 by default: reach it with ``kubectl
+port-forward``, the caller's own Kubernetes credentials in front of it), and carries no
+data itself. What the
 page shows is kept in the URL's fragment, so a link opens the same view:
 ``/ui#q=a100&stale=1&throttled=1&gpu=1&by=psi_cpu&every=5`` (name or GPU model
 substring, the three toggles, the signal tiles are coloured by — ``fullness``,

@@ -47,8 +47,11 @@ def test_a_busy_coordinator_port_is_one_line_naming_the_address_and_exit_2():
         (["agent"], "kubelet configuration file (default: /var/lib/kubelet/config.yaml)"),
         (["coordinator"], "address to serve on (default: the config's listen, 0.0.0.0:8080)"),
         (["sim"], "seeds: 42-51, or 42,43,50 (default: 42-51)"),
-        (["plan"], "base URL of a coordinator replica (default: http://127.0.0.1:8080)"),
-        (["colocation"], "base URL of a coordinator replica (default: http://127.0.0.1:8080)"),
+        (["plan"], "base URL of a coordinator's debug listener (default: http://127.0.0.1:8081)"),
+        (
+            ["colocation"],
+            "base URL of a coordinator's debug listener (default: http://127.0.0.1:8081)",
+        ),
     ],
 )
 def test_help_shows_the_defaults(capsys, command, shown):

@@ -346,6 +346,8 @@ class Stack:
         self.agent: subprocess.Popen[str] | None = None
         self.agent_log: Lines | None = None
         self.url = ""
+        self.debug_url = ""
+        """The coordinator's debug listener (``/debug/*``)."""
         self.api = ""
         self.token_file = ""
 
@@ -369,12 +371,15 @@ class Stack:
         """``stowage coordinator --standalone`` with ``config`` as its settings file (JSON is
         YAML); returns when it answers /readyz. Started again, it listens where it did."""
         listen = self.url.removeprefix("http://") or f"127.0.0.1:{free_port()}"
+        debug = self.debug_url.removeprefix("http://") or f"127.0.0.1:{free_port()}"
         extra: list[str] = []
         if config is not None:
             path = self.workdir / "coordinator.yaml"
             path.write_text(json.dumps(config))
             extra = ["--config", str(path)]
-        proc, log = self._launch("coordinator", "--standalone", "--listen", listen, *extra)
+        proc, log = self._launch(
+            "coordinator", "--standalone", "--listen", listen, "--debug-listen", debug, *extra
+        )
         self.coordinator, self.coordinator_log = proc, log
 
         def ready() -> bool:
@@ -390,7 +395,7 @@ class Stack:
                 return False
 
         until(ready, "the coordinator ready")
-        self.url = f"http://{listen}"
+        self.url, self.debug_url = f"http://{listen}", f"http://{debug}"
 
     def add_pod(self, name: str, *, qos_label: str | None, cpu_request: str | None) -> str:
         """Create a Running pod on the node in the emulator; returns its uid."""
@@ -441,7 +446,7 @@ class Stack:
 
     def colocation(self) -> dict[str, Any]:
         """``/debug/colocation`` for the node: the coordinator's throttle and its reason."""
-        found: dict[str, Any] = http("GET", f"{self.url}/debug/colocation?node={NODE}")
+        found: dict[str, Any] = http("GET", f"{self.debug_url}/debug/colocation?node={NODE}")
         return found
 
     def node_annotations(self) -> dict[str, str]:

@@ -5,12 +5,13 @@
 For each of two nodes — one sending the largest report the schema admits
 (:func:`hack.loadgen.largest.largest_report`: 64 GPUs on a full NVLink mesh, every list at
 its maximum, 13.8 MiB), one sending an ordinary busy 8-GPU node's report
-(:func:`hack.loadgen.reports.build_report`, the baseline) — a coordinator app
-(``make_app``, no Kubernetes client) serves a cluster of that one node, with pods bound to
-it through the pod watch's entry point: a quarter of its GPUs taken by one-GPU pods, most
-of its CPU by 14 low-priority CPU pods. The body limit is raised to let the largest report
-in (an operator may raise it; the default 1 MiB refuses it with 413). Then every verb that
-reads what the report brought is called over HTTP, as its caller calls it (:func:`calls`):
+(:func:`hack.loadgen.reports.build_report`, the baseline) — a coordinator (``make_app``,
+and ``make_debug_app`` for ``/debug`` and ``/ui``; no Kubernetes client) serves a cluster
+of that one node, with pods bound to it through the pod watch's entry point: a quarter of
+its GPUs taken by one-GPU pods, most of its CPU by 14 low-priority CPU pods. The body
+limit is raised to let the largest report in (an operator may raise it; the default 1 MiB
+refuses it with 413). Then every verb that reads what the report brought is called over
+HTTP, as its caller calls it (:func:`calls`):
 ingest, kube-scheduler's filter, prioritize (a pod of 8 GPUs — 6 on the ordinary node,
 where 6 are free — and a pod asking for half the free GPUs) and preempt (a critical pod
 that needs seven of the CPU pods evicted),
@@ -44,11 +45,12 @@ from aiohttp.test_utils import TestServer
 from common import codec
 from common.clock import Clock, SystemClock
 from common.schema import NodeReport
-from coordinator.app import make_app
+from coordinator.app import make_app, make_debug_app
 from coordinator.auth import StaticTokens
 from coordinator.config import CoordinatorSettings, IngestSettings, PolicySettings
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
+from coordinator.nodeview import NODE_VIEW
 from coordinator.scoring import linkedgpus
 from coordinator.services import Services
 from hack.loadgen.largest import largest_report
@@ -197,6 +199,8 @@ class Call:
     body: bytes | None = None
     content_type: str = "application/json"
     token: str | None = None
+    debug: bool = False
+    """Asked of the debug listener (:func:`coordinator.app.make_debug_app`)."""
 
     def data(self) -> io.BytesIO | None:
         """The body as a stream: aiohttp sends a large ``bytes`` body with a warning."""
@@ -260,12 +264,12 @@ def calls(kind: Kind, report: bytes) -> list[Call]:
             "/volcano/prioritize",
             _json({"task": task, "nodes": [{"Name": name}]}),
         ),
-        Call("explain", "GET", explain),
-        Call("plan preemption", "GET", f"/debug/plan?pod={NAMESPACE}/preemptor"),
-        Call("plan pressure", "GET", f"/debug/plan?node={name}"),
-        Call("colocation", "GET", f"/debug/colocation?node={name}"),
-        Call("nodes", "GET", "/debug/nodes"),
-        Call("ui", "GET", "/ui"),
+        Call("explain", "GET", explain, debug=True),
+        Call("plan preemption", "GET", f"/debug/plan?pod={NAMESPACE}/preemptor", debug=True),
+        Call("plan pressure", "GET", f"/debug/plan?node={name}", debug=True),
+        Call("colocation", "GET", f"/debug/colocation?node={name}", debug=True),
+        Call("nodes", "GET", "/debug/nodes", debug=True),
+        Call("ui", "GET", "/ui", debug=True),
         Call("metrics", "GET", "/metrics"),
         Call("healthz", "GET", "/healthz"),
     ]
@@ -296,20 +300,23 @@ async def measure(kind: Kind, repeats: int) -> dict[str, list[float]]:
     clock = SystemClock()
     services = services_for(kind, clock)
     report = encoded_report(kind, clock)
-    server = TestServer(make_app(services))
+    app = make_app(services)
+    server, debug = TestServer(app), TestServer(make_debug_app(services, app[NODE_VIEW]))
     await server.start_server()
+    await debug.start_server()
     out: dict[str, list[float]] = {}
     try:
         async with ClientSession() as session:
-            base = str(server.make_url(""))
+            base, debug_base = str(server.make_url("")), str(debug.make_url(""))
             for _ in range(repeats):
                 linkedgpus.best_linked.cache_clear()
                 for call in calls(kind, report):
-                    answer = await send(session, base, call)
+                    answer = await send(session, debug_base if call.debug else base, call)
                     if answer.status != 200:
                         raise RuntimeError(f"{kind.name} {call.verb}: {answer.status}")
                     out.setdefault(call.verb, []).append(answer.seconds * 1000)
     finally:
+        await debug.close()
         await server.close()
     return out
 

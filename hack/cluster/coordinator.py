@@ -30,9 +30,11 @@ def running(
     name: str = "coordinator",
     extra: Sequence[str] = (),
     port: int | None = None,
+    debug_port: int | None = None,
 ) -> Iterator[tuple[Program, str]]:
     """``stowage coordinator --kubeconfig`` with ``settings`` as its YAML config and
-    ``extra`` arguments, on ``port`` (a free one by default) of 127.0.0.1; yields the
+    ``extra`` arguments, on ``port`` of 127.0.0.1 and its ``/debug`` and ``/ui`` on
+    ``debug_port`` (free ones by default: replicas run side by side); yields the
     process and its URL once it is ready (``/readyz``: its Node and Pod caches listed;
     :class:`ControlPlaneError` with its log if it exits first).
     Stopped (SIGTERM, then SIGKILL) on the way out."""
@@ -41,7 +43,8 @@ def running(
     path.write_text(yaml.safe_dump(dict(settings)))
     url = f"http://127.0.0.1:{port}"
     argv = [*STOWAGE, "coordinator", "--kubeconfig", str(kubeconfig), "--config", str(path),
-            "--listen", f"127.0.0.1:{port}", *extra]  # fmt: skip
+            "--listen", f"127.0.0.1:{port}",
+            "--debug-listen", f"127.0.0.1:{debug_port or free_port()}", *extra]  # fmt: skip
     program = plane.start(f"{name}-{port}", argv, cwd=REPO)
     try:
         wait_until(lambda: _answers(url + "/readyz"), f"{name} ready", program)

@@ -85,6 +85,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--port", type=int, default=8080, help="the coordinator's port (default: %(default)s)"
     )
     parser.add_argument(
+        "--debug-port",
+        type=int,
+        default=8081,
+        help="the coordinator's debug port, /debug and /ui (default: %(default)s)",
+    )
+    parser.add_argument(
         "--api-port", type=int, default=6443, help="the API emulator's port (default: %(default)s)"
     )
     parser.add_argument(
@@ -163,7 +169,7 @@ def _run(
     specs = [*nodes, this_machine()]
     out = args.out or Path(tempfile.mkdtemp(prefix="stowage-demo-"))
     measure = Fragmentation(typical_shapes(workload))
-    with running(specs, out, args.api_port, args.port) as stack:
+    with running(specs, out, args.api_port, args.port, args.debug_port) as stack:
         api = JsonClient(stack.api.url)
         coordinator = JsonClient(stack.coordinator_url)
         _settle(coordinator, len(specs), clock)
@@ -188,7 +194,8 @@ def _run(
 
         done = replay(pods, place, stowage, clock, args.seconds)
         baseline = _default_scoring(specs, pods[:done], args.seed, measure)
-        _report(pods, done, [baseline, stowage], coordinator, stack.node, out)
+        debug = JsonClient(stack.debug_url)
+        _report(pods, done, [baseline, stowage], coordinator, debug, stack.node, out)
         kubectl = f"kubectl --kubeconfig {stack.kubeconfig}"
         if not args.keep:
             print(
@@ -269,6 +276,7 @@ def _report(
     done: int,
     columns: list[Tally],
     coordinator: JsonClient,
+    debug: JsonClient,
     node: str,
     out: Path,
 ) -> None:
@@ -279,18 +287,19 @@ def _report(
     )
     print(summary.table(columns))
     print()
-    print(_decisions(coordinator, node))
+    print(_decisions(coordinator, debug, node))
     png = out / "unallocated-gpu.png"
     summary.plot(png, columns, f"openb trace, {len(columns[0].state) - 1} GPU nodes + this one")
     print(f"\nplot: {png}\nlogs: {out / 'coordinator.log'}, {out / 'agent.log'}")
 
 
-def _decisions(coordinator: JsonClient, node: str) -> str:
-    """What the coordinator decided besides placements, from its metrics and /debug."""
+def _decisions(coordinator: JsonClient, debug: JsonClient, node: str) -> str:
+    """What the coordinator decided besides placements, from its metrics and (on its
+    debug listener) /debug."""
     metrics = coordinator.text("/metrics")
-    throttled = coordinator.get("/debug/colocation").get("throttled", [])
+    throttled = debug.get("/debug/colocation").get("throttled", [])
     changes = sum(_by_label(metrics, "stowage_be_throttle_changes_total").values())
-    decisions = coordinator.text("/debug/evictions").splitlines()
+    decisions = debug.text("/debug/evictions").splitlines()
     plans = _by_label(metrics, "stowage_eviction_plans_total", "decision")
     evicted = _by_label(metrics, "stowage_evictions_total", "outcome")
     reports = _by_label(metrics, "stowage_reports_total", "outcome").get("accepted", 0.0)

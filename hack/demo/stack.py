@@ -42,18 +42,20 @@ class Refused(DemoError):
 
 @dataclass
 class Stack:
-    """What is running: the emulator (its URL for the API), where the coordinator serves,
-    the kubeconfig written for ``kubectl``, and this machine's node name."""
+    """What is running: the emulator (its URL for the API), where the coordinator serves
+    (its main and its debug listener), the kubeconfig written for ``kubectl``, and this
+    machine's node name."""
 
     api: KubeApi
     coordinator_url: str
+    debug_url: str
     kubeconfig: Path
     node: str
 
 
 @contextlib.contextmanager
 def running(
-    nodes: Sequence[NodeSpec], out: Path, api_port: int, coordinator_port: int
+    nodes: Sequence[NodeSpec], out: Path, api_port: int, coordinator_port: int, debug_port: int
 ) -> Iterator[Stack]:
     """Start everything (``nodes`` seeded, the last one being this machine), stop it all
     on the way out; :class:`Refused` if a part cannot start."""
@@ -86,14 +88,15 @@ def running(
         coordinator = stack.enter_context(
             _process(
                 [*stowage, "coordinator", "--kubeconfig", str(kubeconfig),
-                 "--listen", f"127.0.0.1:{coordinator_port}"],
+                 "--listen", f"127.0.0.1:{coordinator_port}",
+                 "--debug-listen", f"127.0.0.1:{debug_port}"],
                 out / "coordinator.log",
                 ready=re.compile(r"serving on"),
             )
         )  # fmt: skip
         # On the way out both are asked to stop at once, then waited for one by one.
         stack.callback(lambda: [p.terminate() for p in (agent, coordinator) if p.poll() is None])
-        yield Stack(api, url, kubeconfig, node)
+        yield Stack(api, url, f"http://127.0.0.1:{debug_port}", kubeconfig, node)
 
 
 @contextlib.contextmanager

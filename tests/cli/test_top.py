@@ -51,7 +51,7 @@ async def test_top_prints_one_row_per_node_in_80_columns(
     api: rig.RecordingKubeApi, start: Start
 ) -> None:
     c = await two_nodes(api, start)
-    code, text = await run_top("--coordinator", c.url)
+    code, text = await run_top("--coordinator", c.debug_url)
     assert code == 0
     lines = text.splitlines()
     assert lines[0] == "2 nodes, 1 stale, 0 throttled; fullest first"
@@ -61,7 +61,7 @@ async def test_top_prints_one_row_per_node_in_80_columns(
     assert len(lines) == 4
     assert max(map(len, lines)) <= 80
 
-    code, text = await run_top("--coordinator", c.url, "--filter", "CPU", "--sort", "name")
+    code, text = await run_top("--coordinator", c.debug_url, "--filter", "CPU", "--sort", "name")
     assert (code, text.splitlines()[2:]) == (0, [CPU_B])
 
 
@@ -131,7 +131,7 @@ async def test_watch_redraws_until_interrupted(api: rig.RecordingKubeApi, start:
         assert posted[0] == 200
 
     code, text = await run_top(
-        "--coordinator", c.url, "--watch", "2.5", "--sort", "psi", sleep=sleep
+        "--coordinator", c.debug_url, "--watch", "2.5", "--sort", "psi", sleep=sleep
     )
     assert code == 0
     assert slept == [2.5, 2.5]
@@ -223,7 +223,7 @@ async def test_kubectl_stowage_top_runs_the_plugin_entry_point(
     assert KUBECTL is not None
     done = await asyncio.to_thread(
         subprocess.run,
-        [KUBECTL, "stowage", "top", "--coordinator", c.url, "--sort", "name"],
+        [KUBECTL, "stowage", "top", "--coordinator", c.debug_url, "--sort", "name"],
         capture_output=True, text=True, env=env, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -11,6 +11,7 @@ must answer the same way.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -20,7 +21,9 @@ from msgspec import inspect
 
 from common import codec
 from common.schema import Directives, NodeReport
-from coordinator.app import make_app
+from coordinator.app import make_app, make_debug_app
+from coordinator.nodeview import NODE_VIEW
+from coordinator.services import Services
 from hack.bench import largest_report as scenario
 from hack.loadgen.largest import MAX_GPUS, NVLINKS, largest_report
 from tests.hosts import FakeClock
@@ -97,8 +100,23 @@ def test_every_list_and_map_of_the_report_is_at_its_schema_maximum() -> None:
 # ----------------------------------------------------------------- every verb
 
 
-async def reply(client: TestClient, call: scenario.Call) -> Any:
+@dataclass(frozen=True, slots=True)
+class Clients:
+    """A coordinator's main listener and its debug listener (``/debug/*``, ``/ui``)."""
+
+    main: TestClient
+    debug: TestClient
+
+
+async def serve(aiohttp_client: Any, services: Services) -> Clients:
+    app = make_app(services)
+    debug = make_debug_app(services, app[NODE_VIEW])
+    return Clients(await aiohttp_client(app), await aiohttp_client(debug))
+
+
+async def reply(clients: Clients, call: scenario.Call) -> Any:
     """What ``call`` was answered, parsed by its content type; any status but 200 fails."""
+    client = clients.debug if call.debug else clients.main
     response = await client.request(
         call.method, call.path, data=call.data(), headers=call.headers()
     )
@@ -116,7 +134,7 @@ async def test_every_verb_answers_about_the_node(
     kind: scenario.Kind, aiohttp_client: Any, clock: FakeClock
 ) -> None:
     services = scenario.services_for(kind, clock)
-    client = await aiohttp_client(make_app(services))
+    client = await serve(aiohttp_client, services)
     report = scenario.encoded_report(kind, clock)
     got = {call.verb: await reply(client, call) for call in scenario.calls(kind, report)}
     name = kind.name
@@ -164,7 +182,7 @@ async def test_a_pod_asking_for_every_free_gpu_but_one_is_answered(
     of them C(48, 8) ≈ 3.8·10⁸ (bounded)."""
     kind = scenario.LARGEST
     services = scenario.services_for(kind, clock)
-    client = await aiohttp_client(make_app(services))
+    client = await serve(aiohttp_client, services)
     ingest, *_ = scenario.calls(kind, scenario.encoded_report(kind, clock))
     await reply(client, ingest)
     for gpus in (2, 3, 16, 40, 47, 48):

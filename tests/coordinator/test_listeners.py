@@ -68,7 +68,7 @@ def settings_with(**server: Any) -> CoordinatorSettings:
         listen="127.0.0.1:0",
         policy=PolicySettings(name="most-allocated"),
         ingest=IngestSettings(auth="static", static_tokens={TOKEN: NODE}),
-        server=ServerSettings(**server),
+        server=ServerSettings(**{"debug_listen": None, **server}),  # on where asked
     )
 
 

@@ -71,7 +71,8 @@ def coordinator(tmp_path: Path) -> Iterator[tuple[str, str]]:
         pytest.skip(f"needs a hard RLIMIT_NOFILE of {needed} (it is {hard})")
     listen = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "coordinator", "--standalone", "--listen", listen],
+        [sys.executable, "-m", "cli.main", "coordinator", "--standalone", "--listen", listen,
+         "--debug-listen", "127.0.0.1:0"],
         cwd=ROOT, env={**os.environ, "NODE_NAME": NODE, "TMPDIR": str(tmp_path)},
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         preexec_fn=low_soft_limit,

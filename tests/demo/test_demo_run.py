@@ -37,7 +37,8 @@ def demo_args(out: Path, *extra: str) -> list[str]:
     need(POD_LIST)
     return [
         sys.executable, "-m", "hack.demo", "--nodes", "5", "--pods", "30",
-        "--port", str(free_port()), "--api-port", str(free_port()), "--out", str(out), *extra,
+        "--port", str(free_port()), "--api-port", str(free_port()),
+        "--debug-port", str(free_port()), "--out", str(out), *extra,
     ]  # fmt: skip
 
 

@@ -28,6 +28,7 @@ import pytest
 from agent import cgroups
 from agent import metrics as agent_metrics
 from cli.main import build_parser
+from coordinator import main as coordinator_main
 from tests.deploy.manifests import (
     BASE,
     DAEMONSET,
@@ -323,6 +324,63 @@ def test_network_policies_admit_only_their_callers(directory: Path) -> None:
                 if caller in pods:
                     labels = pods[caller]["spec"]["template"]["metadata"]["labels"]
                     assert any(_selects(s, labels) for s in sources), caller
+
+
+def _admitted(policy: Obj) -> dict[str, set[str]]:
+    """Each source a policy names (``pod:NAME`` by ``app.kubernetes.io/name``,
+    ``ns:NAMESPACE``) → the ports it may reach."""
+    found: dict[str, set[str]] = {}
+    for rule in policy["spec"]["ingress"]:
+        ports = {p["port"] for p in rule["ports"]}
+        for source in rule["from"]:
+            names = set(source.get("podSelector", {}).get("matchLabels", {}).values())
+            keys = {f"pod:{n}" for n in names} if set(source) == {"podSelector"} else set()
+            spaces = source.get("namespaceSelector", {})
+            keys |= {f"ns:{n}" for n in spaces.get("matchLabels", {}).values()}
+            keys |= {f"ns:{n}" for e in spaces.get("matchExpressions", []) for n in e["values"]}
+            for key in keys:
+                found.setdefault(key, set()).update(ports)
+    return found
+
+
+SCHEDULERS = ("pod:stowage-scheduler", "ns:kube-system", "ns:volcano-system")
+
+
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=label)
+def test_each_caller_of_the_coordinator_is_admitted_to_its_own_port_only(
+    directory: Path, tmp_path: Path
+) -> None:
+    """Schedulers reach the extender, agents the port their ``--coordinator`` names,
+    Prometheus the port it scrapes (``prometheus.io/port``); a port of the extender's own
+    (the mTLS overlay) is the schedulers' alone. ``/debug`` and ``/ui`` are on no port the
+    pod declares: the debug listener is on 127.0.0.1 as shipped."""
+    objects = render(directory)
+    policies = [o for o in objects if _name(o) == "NetworkPolicy/stowage-coordinator"]
+    if not policies:
+        pytest.skip("no coordinator in this tree")
+    (policy,) = policies
+    deployment = find(objects, "Deployment", "stowage-coordinator")
+    (container,) = containers(deployment)
+    numbers = {p["name"]: p["containerPort"] for p in container["ports"]}
+    admitted = _admitted(policy)
+    scraped = int(deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"])
+    assert admitted["ns:monitoring"] == {n for n, p in numbers.items() if p == scraped}
+    for _, _, agent in _agents(objects):
+        port = int(agent.coordinator.rpartition(":")[2])
+        assert admitted["pod:stowage-agent"] == {n for n, p in numbers.items() if p == port}
+    for scheduler in SCHEDULERS:
+        assert admitted[scheduler] == set(numbers), scheduler
+    if "extender" in numbers:
+        assert all("extender" not in ports for source, ports in admitted.items()
+                   if source not in SCHEDULERS)  # fmt: skip
+    config = tmp_path / "config.yaml"  # the ConfigMap's file, where the args expect it
+    config.write_text(find(objects, "ConfigMap", "stowage-coordinator")["data"]["config.yaml"])
+    args = [f"--config={config}" if a.startswith("--config=") else a for a in container["args"]]
+    debug = coordinator_main.settings_from(build_parser().parse_args(args)).server.debug_listen
+    assert debug is not None
+    host, _, port = debug.rpartition(":")
+    assert host == "127.0.0.1"
+    assert int(port) not in numbers.values()
 
 
 def test_the_gpu_overlay_runs_agents_on_gpu_nodes_only() -> None:

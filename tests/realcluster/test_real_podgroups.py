@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client
 
 from hack.cluster import coordinator
+from hack.ports import free_port
 from hack.waiting import until
 from tests.realcluster import kit
 
@@ -123,6 +124,7 @@ def podgroup(name: str, queue: str) -> dict[str, Any]:
 
 
 def plan(url: str) -> dict[str, Any] | None:
+    """The plan for the urgent pod, asked of the coordinator's debug listener at ``url``."""
     with urllib.request.urlopen(f"{url}/debug/plan?pod={NS}/urgent", timeout=5) as response:
         return json.loads(response.read()).get("plan")
 
@@ -134,10 +136,11 @@ def test_the_plan_follows_the_podgroup_s_queue(cluster: kit.Cluster, setup: Path
     settings = kit.coordinator_settings(
         "rc-podgroups", evictions={"queue_weights": {"research": 80, "made-up": 0}}
     )
-    with coordinator.running(cluster.plane, setup, settings) as (_, url):
+    debug_port = free_port()
+    with coordinator.running(cluster.plane, setup, settings, debug_port=debug_port) as (_, url):
 
         def queue() -> tuple[str, bool] | None:
-            found = plan(url)
+            found = plan(f"http://127.0.0.1:{debug_port}")
             return None if found is None else (found["queue"], found["needs_approval"])
 
         until(lambda: queue() == ("research", True), "the plan in the PodGroup's queue")

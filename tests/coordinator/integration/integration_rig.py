@@ -61,6 +61,7 @@ from coordinator.config import (
 from coordinator.kube.client import api_client
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
+from coordinator.nodeview import NODE_VIEW
 from coordinator.services import Services
 from hack.kubeapi import KubeApi, errors
 from hack.kubeapi.resources import LEASES, NODES
@@ -303,6 +304,8 @@ class Coordinator:
     session: aiohttp.ClientSession
     services: Services = field(init=False)
     url: str = ""
+    debug_url: str = ""
+    """The debug listener's (``/debug/*``, ``/ui``): :func:`coordinator.app.make_debug_app`."""
     stopped: bool = False
 
     def __post_init__(self) -> None:
@@ -320,6 +323,8 @@ class Coordinator:
         )
         self.app = coordinator_app.make_app(self.services, self.client)
         self.runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=5.0)
+        debug = coordinator_app.make_debug_app(self.services, self.app[NODE_VIEW])
+        self.debug_runner = web.AppRunner(debug, access_log=None, shutdown_timeout=5.0)
 
     @property
     def agent(self) -> str:
@@ -340,12 +345,17 @@ class Coordinator:
         await site.start()
         host, port = self.runner.addresses[0][:2]
         self.url = f"http://{host}:{port}"
+        await self.debug_runner.setup()
+        await web.TCPSite(self.debug_runner, "127.0.0.1", 0).start()
+        host, port = self.debug_runner.addresses[0][:2]
+        self.debug_url = f"http://{host}:{port}"
         return self
 
     async def stop(self) -> None:
         """A clean shutdown, as on SIGTERM: background tasks stop, the lease is released."""
         if not self.stopped:
             self.stopped = True
+            await self.debug_runner.cleanup()
             await self.runner.cleanup()
             self.client.close()
 
@@ -366,6 +376,11 @@ class Coordinator:
 
     async def get(self, path: str, **params: str) -> tuple[int, str]:
         async with self.session.get(self.url + path, params=params) as response:
+            return response.status, await response.text()
+
+    async def get_debug(self, path: str, **params: str) -> tuple[int, str]:
+        """A GET on the debug listener (``/debug/*``, ``/ui``)."""
+        async with self.session.get(self.debug_url + path, params=params) as response:
             return response.status, await response.text()
 
     async def post_json(self, path: str, body: Any) -> tuple[int, Any]:

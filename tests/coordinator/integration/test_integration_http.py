@@ -69,7 +69,7 @@ async def test_explain_gives_the_filter_verdict_and_score_components_of_a_pendin
 ) -> None:
     c = await cluster_with_a_report(api, start)
 
-    status, text = await c.get("/debug/explain", pod="jobs/train", node="worker-1")
+    status, text = await c.get_debug("/debug/explain", pod="jobs/train", node="worker-1")
     assert status == 200
     refused = json.loads(text)
     assert refused["pod"] == "jobs/train"
@@ -78,7 +78,7 @@ async def test_explain_gives_the_filter_verdict_and_score_components_of_a_pendin
     assert refused["signals"] == "fresh"
     assert refused["filter"] == CONTIGUITY_REFUSAL
 
-    status, text = await c.get("/debug/explain", pod="jobs/train", node="worker-2")
+    status, text = await c.get_debug("/debug/explain", pod="jobs/train", node="worker-2")
     assert status == 200
     passing = json.loads(text)
     assert passing["filter"] == "passes"
@@ -93,11 +93,11 @@ async def test_explain_gives_the_filter_verdict_and_score_components_of_a_pendin
     ):
         assert isinstance(components[name], float), name
 
-    assert (await c.get("/debug/explain", pod="jobs/train"))[0] == 400
-    assert (await c.get("/debug/explain", node="worker-1"))[0] == 400
-    status, text = await c.get("/debug/explain", pod="jobs/nothing", node="worker-1")
+    assert (await c.get_debug("/debug/explain", pod="jobs/train"))[0] == 400
+    assert (await c.get_debug("/debug/explain", node="worker-1"))[0] == 400
+    status, text = await c.get_debug("/debug/explain", pod="jobs/nothing", node="worker-1")
     assert (status, json.loads(text)) == (404, {"error": "pod jobs/nothing is not known"})
-    status, text = await c.get("/debug/explain", pod="jobs/train", node="ghost")
+    status, text = await c.get_debug("/debug/explain", pod="jobs/train", node="ghost")
     assert (status, json.loads(text)) == (404, {"error": "node ghost is not known"})
 
 

@@ -67,7 +67,8 @@ def launch(api: rig.RecordingKubeApi, tmp_path: Path) -> tuple[subprocess.Popen[
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "cli.main", "coordinator", "--config",
-             str(tmp_path / "config.yaml"), "--kubeconfig", str(kubeconfig)],
+             str(tmp_path / "config.yaml"), "--kubeconfig", str(kubeconfig),
+             "--debug-listen", "127.0.0.1:0"],
             cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=out,
             env={**os.environ, "HOME": str(tmp_path)},
         )  # fmt: skip

@@ -15,7 +15,7 @@ from tests.coordinator.nodeview.nodeview_rig import two_nodes
 
 
 async def nodes(c: rig.Coordinator, **params: str) -> dict[str, Any]:
-    status, text = await c.get("/debug/nodes", **params)
+    status, text = await c.get_debug("/debug/nodes", **params)
     assert status == 200, text
     answer: dict[str, Any] = json.loads(text)
     return answer
@@ -99,5 +99,5 @@ async def test_bad_parameters_are_a_400_naming_them(
 ) -> None:
     c = await two_nodes(api, start)
     for params, error in BAD_PARAMETERS:
-        status, text = await c.get("/debug/nodes", **params)
+        status, text = await c.get_debug("/debug/nodes", **params)
         assert (status, json.loads(text)) == (400, {"error": error}), params

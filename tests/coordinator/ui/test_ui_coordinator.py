@@ -31,7 +31,7 @@ async def cluster(api: rig.RecordingKubeApi, start: Start) -> rig.Coordinator:
 
 
 async def debug_nodes(c: rig.Coordinator) -> list[dict[str, Any]]:
-    status, text = await c.get("/debug/nodes")
+    status, text = await c.get_debug("/debug/nodes")
     assert status == 200, text
     nodes: list[dict[str, Any]] = json.loads(text)["nodes"]
     return nodes
@@ -41,7 +41,7 @@ async def test_tiles_show_what_the_coordinator_holds_and_what_the_agents_reporte
     api: rig.RecordingKubeApi, start: Start, page: Page
 ) -> None:
     c = await cluster(api, start)
-    await page.open(c.url + "/ui")
+    await page.open(c.debug_url + "/ui")
     await page.loaded(4)
     tiles = {t["data-node"]: t for t in await page.tiles()}
     answer = await debug_nodes(c)  # asked after the page did: ages are no smaller
@@ -73,11 +73,11 @@ async def test_the_filter_narrows_the_tiles_of_a_real_coordinator(
     api: rig.RecordingKubeApi, start: Start, page: Page
 ) -> None:
     c = await cluster(api, start)
-    await page.open(c.url + "/ui")
+    await page.open(c.debug_url + "/ui")
     await page.loaded(4)
     await page.type("filter", "h100")
     assert await page.shown() == ["gpu-b"]
-    await page.open(c.url + "/ui")
+    await page.open(c.debug_url + "/ui")
     await page.loaded(4)
     await page.click("#stale-only")
     assert await page.shown() == ["cpu-c"]
@@ -91,7 +91,7 @@ async def test_a_new_report_shows_on_the_page_without_a_reload(
     api: rig.RecordingKubeApi, start: Start, page: Page
 ) -> None:
     c = await cluster(api, start)
-    await page.open(c.url + "/ui#every=1")
+    await page.open(c.debug_url + "/ui#every=1")
     await page.loaded(4)
     report = rig.node_report("cpu-c", free_2mib_b=192 * MIB, cpu_pressure_pct=20.0)
     assert (await c.report(report, api.agent_token("cpu-c")))[0] == 200
