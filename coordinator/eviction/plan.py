@@ -22,6 +22,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from coordinator import feasibility
 from coordinator.config import EvictionSettings
 from coordinator.eviction.view import ClusterView, given_back
 from coordinator.live.decisions import judge
@@ -146,11 +147,21 @@ def plan_preemption(
 ) -> Plan | Refusal:
     """The cheapest round that makes the pending ``pod`` fit somewhere: the node and the
     victims minimising :attr:`Plan.cost`, every rule holding — or why there is none.
-    ``now`` is Unix seconds (checkpoint times and cooldowns are wall-clock facts)."""
+    ``now`` is Unix seconds (checkpoint times and cooldowns are wall-clock facts).
+
+    "Fit" is Stowage's filter and kube-scheduler's filters both
+    (:mod:`coordinator.feasibility`): a node a filter refuses whatever is evicted
+    (cordoned, tainted, not selected) or that the model cannot judge (volumes, DRA) is
+    never planned on, and a pod that may not preempt (``preemptionPolicy: Never``,
+    scheduling gates, victims already terminating for it) gets no plan."""
     queue = queue_of(view, pod, settings, now)
     refusal = _gate(view, queue, settings, now)
     if refusal is not None:
         return refusal
+    question = feasibility.Question(pod.scheduling, view.snapshot)
+    barred = question.barred()
+    if barred is not None:
+        return Refusal(barred)
     level = level_of(pod, settings)
     if level - settings.min_level_gap < Level.LOW:
         return Refusal(
@@ -160,15 +171,18 @@ def plan_preemption(
     state = view.state
     everywhere = np.arange(len(state), dtype=np.int64)
     found = judge(state, view.policy, pod.request, everywhere, view.signals)
-    if not found.refused.all():
-        first = int(np.flatnonzero(~found.refused)[0])
-        return Refusal(f"{pod.key} fits on {state.names[first]} without evicting anyone")
-    rows = np.flatnonzero(~found.unresolvable)
+    for i in np.flatnonzero(~found.refused).tolist():
+        if question.without(state.names[i]).fits:
+            return Refusal(f"{pod.key} fits on {state.names[i]} without evicting anyone")
+    resolvable = np.flatnonzero(~found.unresolvable).tolist()
+    verdicts = [question.static(state.names[i]) for i in resolvable]
+    rows = np.array([i for i, v in zip(resolvable, verdicts, strict=True) if v.fits], np.int64)
     if not len(rows):
-        return Refusal(f"no node could take {pod.key} even empty ({found.reasons[0]})")
+        why = next((v.reason for v in verdicts), found.reasons[0])
+        return Refusal(f"no node could take {pod.key} even empty ({why})")
     rules = _Rules(view, level, settings, now)
     why = f"makes room for {pod.key} ({level.name.lower()})"
-    best = _search(rules, pod, rows, only=None, per_node=False, why=why)
+    best = _search(rules, pod, question, rows, only=None, per_node=False, why=why)
     if not best:
         return Refusal(f"no node: {pod.key} would still not fit after evicting every allowed pod")
     node, (cost, victims) = min(best.items(), key=lambda item: (item[1][0], item[0]))
@@ -196,41 +210,40 @@ def narrow_victims(
     now: float,
 ) -> dict[str, tuple[Victim, ...]]:
     """kube-scheduler's preemption candidates (node → uids of the victims it proposes),
-    narrowed: per node the cheapest subset of the proposed victims that every rule allows
-    and after whose eviction Stowage's filter passes the pod there. A node with no such
-    subset is left out (evicting there would be wasted, or unsafe).
+    narrowed by the planner's own rules: per node the cheapest subset of the proposed
+    victims that every rule allows and after whose eviction both Stowage's filter and
+    kube-scheduler's filters (:mod:`coordinator.feasibility`, the same model the planner
+    plans by) pass the pod there. A node with no such subset is dropped, never narrowed
+    to a set that frees room the pod still cannot use; so is a node Stowage does not
+    know (its victims are never passed on unchecked).
 
-    On a node Stowage's filter passes already, kube-scheduler's own checks (ports, pod
-    count, affinity) are what the evictions are for, and Stowage cannot judge how many it
-    needs: the proposed victims the rules allow stay, together, or the node is left out
-    when they may not all go."""
-    if _gate(view, queue_of(view, pod, settings, now), settings, now) is not None:
+    The round-level rules apply as to a plan: nothing while the pod's queue cools down
+    or the budgets are not listed, nothing for a pod that may not preempt, and nothing
+    for a queue whose plans need a person's approval (the eviction cycle proposes that
+    plan instead; kube-scheduler's preemption cannot wait for one)."""
+    queue = queue_of(view, pod, settings, now)
+    if _gate(view, queue, settings, now) is not None:
+        return {}
+    if settings.queue_weights.get(queue, 0) > settings.approval_weight_above:
+        return {}
+    question = feasibility.Question(pod.scheduling, view.snapshot)
+    if question.barred() is not None:
         return {}
     level = level_of(pod, settings)
     if level - settings.min_level_gap < Level.LOW:
         return {}
     state = view.state
-    rows = np.array(sorted(state.index[n] for n in proposed if n in state.index), dtype=np.int64)
+    known = sorted(state.index[n] for n in proposed if n in state.index and question.static(n).fits)
+    rows = np.array(known, dtype=np.int64)
     if not len(rows):
         return {}
     found = judge(state, view.policy, pod.request, rows, view.signals)
     rules = _Rules(view, level, settings, now)
-    why = f"makes room for {pod.key} ({level.name.lower()})"
+    why = f"proposed by kube-scheduler for {pod.key} ({level.name.lower()})"
     best = _search(
-        rules, pod, rows[found.refused & ~found.unresolvable], only=proposed, per_node=True, why=why
+        rules, pod, question, rows[~found.unresolvable], only=proposed, per_node=True, why=why
     )
-    answer = {node: victims for node, (_, victims) in best.items()}
-    for i in rows[~found.refused].tolist():
-        name = state.names[i]
-        allowed = [
-            u for u in view.on_node.get(name, ()) if u in proposed[name] and rules.allowed(u)
-        ]
-        taken = rules.closure(allowed, proposed[name]) if allowed else None
-        if taken is not None:
-            answer[name] = rules.victims(
-                taken, allowed, f"proposed by kube-scheduler for {pod.key}"
-            )
-    return answer
+    return {node: victims for node, (_, victims) in best.items()}
 
 
 def plan_pressure(
@@ -440,13 +453,15 @@ Found = dict[str, tuple[tuple[float, ...], tuple[Victim, ...]]]
 def _search(
     rules: _Rules,
     pod: PodFacts,
+    question: feasibility.Question,
     rows: npt.NDArray[np.int64],
     only: Mapping[str, frozenset[str]] | None,
     per_node: bool,
     why: str,
 ) -> Found:
     """The cheapest valid set per node of ``rows`` (``per_node``) or overall, among sets
-    after whose eviction Stowage's filter passes the pod on that node.
+    after whose eviction Stowage's filter and kube-scheduler's filters (``question``)
+    pass the pod on that node.
 
     Sets are tried by size, all nodes at once: for each size every valid set of every
     node still in the running becomes a row of a what-if state, and one call of the
@@ -472,7 +487,7 @@ def _search(
     nodes = [
         n
         for i, lacks in zip(rows.tolist(), short, strict=True)
-        if (n := _node(rules, i, lacks, only)) is not None
+        if (n := _node(rules, question, i, lacks, only)) is not None
     ]
     best: dict[str, tuple[tuple[float, ...], tuple[str, ...], tuple[str, ...]]] = {}
     bar: tuple[float, ...] | None = None
@@ -511,6 +526,8 @@ def _search(
         found = judge(after, view.policy, pod.request, np.arange(len(at)), view.signals)
         for k in np.flatnonzero(~found.refused).tolist():
             node, taken, chosen, cost = trial[k]
+            if not question.without(node.name, taken).fits:
+                continue
             if node.name not in best or cost < best[node.name][0]:
                 best[node.name] = (cost, taken, chosen)
                 if bar is None or cost < bar:
@@ -525,12 +542,18 @@ def _search(
 
 
 def _node(
-    rules: _Rules, i: int, short: list[int], only: Mapping[str, frozenset[str]] | None
+    rules: _Rules,
+    question: feasibility.Question,
+    i: int,
+    short: list[int],
+    only: Mapping[str, frozenset[str]] | None,
 ) -> _Node | None:
     """Node ``i``'s candidates: the pods on it that may go and free something the pod
-    lacks there (``short``: CPU, memory, GPUs with room; a pod freeing nothing it lacks
-    only adds cost), cheapest first, at most ``max_candidates_per_node``; None when
-    there are none."""
+    lacks there (``short``: CPU, memory, GPUs with room; or what kube-scheduler's
+    resource fit lacks, the pod count included), or whose going could change another
+    filter's answer (a host port, an anti-affinity, a spread count): a pod doing none
+    only adds cost. Cheapest first, at most ``max_candidates_per_node``; None when there
+    are none."""
     view = rules.view
     name = view.state.names[i]
     within = None if only is None else only.get(name, frozenset())
@@ -538,13 +561,21 @@ def _node(
     held = view.held
     pods = [u for u in view.on_node.get(name, ()) if within is None or u in within]
     if short_cpu > 0 or short_mem > 0 or short_gpus > 0:
-        pods = [
-            u
-            for u in pods
-            if (short_cpu > 0 and held[u].cpu_m)
-            or (short_mem > 0 and held[u].mem_b)
-            or (short_gpus > 0 and held[u].devices)
-        ]
+        lacking = question.short(name)
+        requests = view.snapshot.pods
+
+        def frees(u: str) -> bool:
+            if (
+                (short_cpu > 0 and held[u].cpu_m)
+                or (short_mem > 0 and held[u].mem_b)
+                or (short_gpus > 0 and held[u].devices)
+                or "pods" in lacking
+            ):
+                return True
+            own = requests[u].requests if u in requests else {}
+            return any(own.get(r, 0) > 0 for r in lacking) or question.matters(u)
+
+        pods = [u for u in pods if frees(u)]
     pods = [u for u in pods if rules.allowed(u)]
     if not pods:
         return None

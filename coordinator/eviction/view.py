@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from coordinator import feasibility
 from coordinator.config import SignalSettings
 from coordinator.live.holdings import Held
 from coordinator.scoring.base import Policy
@@ -65,6 +66,11 @@ class ClusterView:
     """Node → uids of the bound pods on it with known facts (built by :meth:`index`)."""
     gangs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Gang → uids of its bound members (built by :meth:`index`)."""
+    nodes: Mapping[str, feasibility.Node] = field(default_factory=dict)
+    """What kube-scheduler's filters read of each node."""
+    snapshot: feasibility.Snapshot = field(default_factory=lambda: feasibility.Snapshot({}, {}))
+    """The nodes and bound pods as kube-scheduler's filters see them (built by
+    :meth:`index`): where the feasibility model judges each plan."""
 
     def index(self) -> ClusterView:
         """This view with :attr:`on_node` and :attr:`gangs` filled in from the pods."""
@@ -77,10 +83,12 @@ class ClusterView:
             on_node.setdefault(held.node, []).append(uid)
             if facts.gang is not None:
                 gangs.setdefault(facts.gang, []).append(uid)
+        bound = {uid: f.scheduling for uid, f in self.pods.items() if f.node is not None}
         return dataclasses.replace(
             self,
             on_node={n: tuple(sorted(u)) for n, u in on_node.items()},
             gangs={g: tuple(sorted(u)) for g, u in gangs.items()},
+            snapshot=feasibility.Snapshot(dict(self.nodes), bound),
         )
 
 
@@ -102,6 +110,7 @@ def view_of(
         queues=cluster.podgroups.queues(),
         shielded=cluster.claims.shielded(cluster.facts, cluster.clock.monotonic()),
         cooldown_until=dict(cooldown_until or {}),
+        nodes=dict(cluster.node_facts),
     ).index()
 
 
@@ -138,9 +147,12 @@ def given_back(
         "true_allocatable_mem_b",
         "largest_numa_cpu_m",
         "gpu_links_key",
+        "gpu_faulty",
+        "gpu_reported",
     ):
         setattr(out, column, getattr(state, column)[rows])
     out.topology_policy = [state.topology_policy[i] for i in rows.tolist()]
     out.gpu_links = [state.gpu_links[i] for i in rows.tolist()]
     out.gpu_tags = [state.gpu_tags[i] for i in rows.tolist()]
+    out.gpu_faults = [state.gpu_faults[i] for i in rows.tolist()]
     return out

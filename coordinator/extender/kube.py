@@ -18,12 +18,12 @@
   (:mod:`coordinator.extender.picking`): one call per pod instead of two.
 * **Preempt** answers from the eviction planner: per candidate node, the cheapest subset
   of the victims kube-scheduler proposes that the rules allow (levels, budgets, no pod
-  checkpointing now, no gang broken beyond the proposal) and after whose eviction
-  Stowage's own filter passes the pod there; a node without one is left out, so
-  kube-scheduler never evicts on a node Stowage would then refuse. On a node Stowage's
-  filter passes already (kube-scheduler's own checks want the evictions) the allowed
-  proposed victims stay. A node we do not know goes back as proposed (nothing known
-  against it, as in filter). Only well-formed entries are answered, in the Meta form.
+  checkpointing now, no gang broken beyond the proposal) and after whose eviction both
+  Stowage's own filter and kube-scheduler's filters (:mod:`coordinator.feasibility`)
+  pass the pod there; a node without one is dropped, never narrowed below what the pod
+  needs. A node Stowage does not know is dropped too (its victims are never passed on
+  unchecked), and so is every node while the pod's queue cools down, needs approval for
+  its plans, or the pod may not preempt. Only well-formed entries are answered, in the Meta form.
 
 Both node modes work, and both are judged against the nodes of the Node watch: a name
 it does not have passes filter (nothing known against it) and scores 0. With
@@ -147,14 +147,9 @@ async def preempt(request: web.Request, services: Services) -> web.Response:
     pod = request_of(args.pod, services.settings)  # a pod we cannot read is a bad request
     cluster = services.cluster
     view = view_of(cluster)
-    known = cluster.specs.keys()
-    answer: dict[str, wire.MetaVictims | None] = {
-        node: v for node, v in args.victims.items() if node not in known
-    }
+    answer: dict[str, wire.MetaVictims | None] = {}
     proposed = {
-        node: frozenset(v.uids)
-        for node, v in args.victims.items()
-        if node in known and v is not None and v.uids
+        node: frozenset(v.uids) for node, v in args.victims.items() if v is not None and v.uids
     }
     if view is not None and proposed:
         settings = services.settings.evictions

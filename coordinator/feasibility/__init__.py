@@ -23,10 +23,12 @@ thread over a frozen snapshot, and by the simulator.
 
 from coordinator.feasibility.model import Question, could_run
 from coordinator.feasibility.objects import Node, Pod, node_of, pod_of
+from coordinator.feasibility.selectors import Malformed
 from coordinator.feasibility.snapshot import Snapshot
 from coordinator.feasibility.verdict import Outcome, Verdict
 
 __all__ = [
+    "Malformed",
     "Node",
     "Outcome",
     "Pod",

@@ -33,6 +33,7 @@ from msgspec import structs
 
 from common.clock import Clock
 from common.schema import NodeReport
+from coordinator import feasibility
 from coordinator.colocation.hub import Colocation
 from coordinator.config import CoordinatorSettings
 from coordinator.live.decisions import FilterResult, explain, filter_nodes, prioritize_rows
@@ -69,6 +70,9 @@ class LiveCluster:
         self.metrics = metrics
         self.policy = policy or registry.build_policy(settings.policy.name, settings.policy.args)
         self.specs: dict[str, NodeSpec] = {}
+        self.node_facts: dict[str, feasibility.Node] = {}
+        """What kube-scheduler's filters read of each node (taints, labels, cordon,
+        allocatable), for the feasibility model; the same nodes as :attr:`specs`."""
         self.soft_tainted: set[str] = set()
         """Nodes with a ``PreferNoSchedule`` taint: kube-scheduler's scoring weighs them
         down, which the extender's filter must not pre-empt by picking a node itself."""
@@ -117,10 +121,11 @@ class LiveCluster:
     def upsert_node(self, node: Mapping[str, Any]) -> None:
         """A Node as the watch has it; one that cannot be understood is skipped (logged)."""
         try:
-            spec = node_spec(node)
-        except ObjectError as e:
+            spec, facts = node_spec(node), feasibility.node_of(node)
+        except (ObjectError, feasibility.Malformed) as e:
             log.warning("ignoring node: %s", e)
             return
+        self.node_facts[spec.name] = facts
         self.colocation.set_labels(spec.name, _labels(node))
         self._note_taints(spec.name, node)
         if self.specs.get(spec.name) != spec:
@@ -129,6 +134,7 @@ class LiveCluster:
 
     def remove_node(self, name: str) -> None:
         self.soft_tainted.discard(name)
+        self.node_facts.pop(name, None)
         if self.specs.pop(name, None) is not None:
             self._forget_nodes({name})
             self._rebuild()
@@ -137,13 +143,15 @@ class LiveCluster:
         """A full relist: exactly these nodes (those that can be understood), from now on."""
         specs = {}
         self.soft_tainted = set()
+        self.node_facts = {}
         for node in nodes:
             try:
-                spec = node_spec(node)
-            except ObjectError as e:
+                spec, facts = node_spec(node), feasibility.node_of(node)
+            except (ObjectError, feasibility.Malformed) as e:
                 log.warning("ignoring node: %s", e)
                 continue
             specs[spec.name] = spec
+            self.node_facts[spec.name] = facts
             self.colocation.set_labels(spec.name, _labels(node))
             self._note_taints(spec.name, node)
         if specs != self.specs:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from coordinator import feasibility
 from coordinator.state.podrequest import PodRequest
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,8 @@ class PodFacts:
     started_at: float | None
     """Unix seconds of ``status.startTime``, if known."""
     request: PodRequest
+    scheduling: feasibility.Pod
+    """What kube-scheduler's filters read of it (:mod:`coordinator.feasibility`)."""
 
     @property
     def key(self) -> str:
@@ -109,6 +112,7 @@ def pod_facts(pod: Mapping[str, Any], request: PodRequest, level_label: str) -> 
         checkpointing=marks.get(CHECKPOINTING_KEY, "").strip().lower() == "true",
         started_at=_time((pod.get("status") or {}).get("startTime"), None),
         request=request,
+        scheduling=feasibility.pod_of(pod),
     )
 
 

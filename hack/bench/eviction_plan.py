@@ -44,7 +44,12 @@ PRIORITIES = (0, 0, 0, 0, 0, 0, 1_000, 1_000, 10_000)
 
 
 def node(name: str) -> dict[str, Any]:
-    allocatable = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(GPUS_PER_NODE)}
+    allocatable = {
+        "cpu": "64",
+        "memory": "512Gi",
+        "pods": "110",
+        "nvidia.com/gpu": str(GPUS_PER_NODE),
+    }
     return {
         "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "NVIDIA-A100"}},
         "status": {"allocatable": allocatable},

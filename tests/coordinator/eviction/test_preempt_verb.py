@@ -288,23 +288,36 @@ def test_the_reference_examples_decode_in_both_versions() -> None:
         victims_1_20(go_decode({"NodeNameToMetaVictims": {"n": None}}, PREEMPTION_RESULT))
 
 
-async def test_where_stowage_has_no_objection_the_allowed_proposed_victims_stay(
-    aiohttp_client: Any,
+def with_port(obj: dict[str, Any], port: int) -> dict[str, Any]:
+    """``obj`` with its container binding host port ``port``."""
+    obj["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port}]
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("holder", "answer"),
+    [("port-medium", {}), ("port-low", {"gpu-c": [uid("port-low")]})],
+)
+async def test_where_only_kube_schedulers_filters_object_a_node_is_dropped_not_narrowed(
+    aiohttp_client: Any, holder: str, answer: dict[str, list[str]]
 ) -> None:
-    """gpu-c has room as Stowage counts (kube-scheduler wants evictions there for its own
-    reasons, say a host port): the proposed victims the rules allow go back, the medium
-    one does not."""
+    """gpu-c has room as Stowage counts; kube-scheduler wants evictions there for the
+    host port the preemptor wants. When the port is held by the medium pod, which may
+    not go, evicting the low one would free nothing the pod can use: the node is
+    dropped, never narrowed to the low pod alone. When the low pod holds it, it goes."""
     rig = cluster().nodes(node("gpu-c"))
-    rig.pods(
-        pod("port-low", node="gpu-c", cpu="1"),
-        pod("port-medium", node="gpu-c", cpu="1", priority=MEDIUM),
-    )
+    pods = {
+        "port-low": pod("port-low", node="gpu-c", cpu="1"),
+        "port-medium": pod("port-medium", node="gpu-c", cpu="1", priority=MEDIUM),
+    }
+    with_port(pods[holder], 8080)
+    rig.pods(*pods.values())
     client = await serve(aiohttp_client, rig)
     body = {
-        "Pod": PREEMPTOR,
+        "Pod": with_port(pod("want", cpu="1", priority=HIGH), 8080),
         "NodeNameToMetaVictims": {
             "gpu-c": {"Pods": [{"UID": uid("port-low")}, {"UID": uid("port-medium")}]},
         },
     }
     reply = await post(client, "/scheduler/preempt", body)
-    assert victims_now(go_decode(reply, PREEMPTION_RESULT)) == {"gpu-c": [uid("port-low")]}
+    assert victims_now(go_decode(reply, PREEMPTION_RESULT)) == answer
