@@ -376,9 +376,10 @@ class EvictionSettings:
     """A node whose memory PSI ``full`` avg10 (share of time every task stalled on memory)
     is at or above this ..."""
     pressure_for_s: float = 30.0
-    """... in every fresh report for this long gets a pressure plan. Three times the
-    colocation controller's 10 s tightening window: the BE CPU throttle has acted by then,
-    so pressure that persists is pressure throttling did not relieve."""
+    """... in every fresh report for this long (from the first such report to one received
+    at least this long after it: a single report never suffices) gets a pressure plan.
+    Three times the colocation controller's 10 s tightening window: the BE CPU throttle
+    has acted by then, so pressure that persists is pressure throttling did not relieve."""
     level_label: str = "stowage.io/priority-level"
     """Label (or annotation) naming a lower level for a pod (``low``, ``medium``, ``high``,
     ``critical``) than its priority gives: the pod's owner writes it, so it may only lower

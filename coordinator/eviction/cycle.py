@@ -4,7 +4,9 @@ waits for the lease); every API call the executor makes is fenced besides.
 
 **Pressure trigger.** A node gets a pressure plan once memory PSI ``full`` avg10 has been
 at or above ``pressure_full_avg10_pct`` in every report received for
-``pressure_for_s`` — by the coordinator's receipt clock, from the first such report.
+``pressure_for_s`` — by the coordinator's receipt clock, from the first such report to a
+later one received at least ``pressure_for_s`` after it: the pressure must be seen to
+hold, so one report, however long it stays fresh, never evicts.
 A report below the threshold, a report without PSI, or no fresh report (older than
 ``report_ttl_s`` by receipt, even before the expiry loop has noticed) starts the count
 afresh: stale or missing reports never lead to an eviction. The window is longer than
@@ -47,7 +49,8 @@ class PressureWatch:
                 self._since.pop(node, None)
             else:
                 self._since.setdefault(node, received)
-        return sorted(n for n, s in self._since.items() if now - s >= self._settings.pressure_for_s)
+        dwell = self._settings.pressure_for_s
+        return sorted(n for n, s in self._since.items() if cluster.received_at[n] - s >= dwell)
 
 
 class Cycle:

@@ -192,7 +192,9 @@ class Executor:
         wait = self.cooldowns.remaining_s(plan.queue, now)
         if wait > 0:
             return await self._refuse(
-                plan, "cooldown", f"queue {plan.queue} cooling down: next round in {wait:.0f}s"
+                plan,
+                "cooldown",
+                f"queue {plan.queue} cooling down: one round per {self._settings.cooldown_s:g}s",
             )
 
         owners = {v.uid: await asyncio.to_thread(self._facts.owner, v) for v in victims}

@@ -298,7 +298,12 @@ def _gate(view: ClusterView, queue: str, settings: EvictionSettings, now: float)
         return Refusal("PodDisruptionBudgets not listed yet: no eviction is known to be safe")
     until = view.cooldown_until.get(queue)
     if until is not None and now < until:
-        return Refusal(f"queue {queue} is cooling down for another {until - now:.0f} s")
+        # No count of seconds left: the reason is the Event's message, and a message that
+        # changes every cycle is a new Event every cycle (the API server dedups by text).
+        return Refusal(
+            f"queue {queue} is cooling down after its last round"
+            f" (one round per {settings.cooldown_s:g} s)"
+        )
     return None
 
 

@@ -62,7 +62,8 @@ def start_pod(cluster: Cluster, namespace: str, name: str) -> Obj | None:
     if pod is None or node is None or (pod.get("status") or {}).get("phase") != "Pending":
         return None
     host_ip = _host_ip(node)
-    pod_ip = cluster.pod_addresses.allocate(node["spec"].get("podCIDR") or DEFAULT_POD_CIDR)
+    cidr = (node.get("spec") or {}).get("podCIDR")  # a Node may be created without spec
+    pod_ip = cluster.pod_addresses.allocate(cidr or DEFAULT_POD_CIDR)
     started = objects.now()
 
     def run(obj: Obj) -> Obj:

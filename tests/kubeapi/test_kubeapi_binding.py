@@ -220,6 +220,16 @@ def test_the_kubelet_starts_only_bound_pods_on_nodes_that_exist(kube, core):
     assert phases == {"bound": "Running", "created-on-node": "Pending", "nowhere": "Pending"}
 
 
+def test_binding_to_a_node_created_without_spec_starts_the_pod(kube, core):
+    """A Node object may be created with no ``spec`` at all; binding to it is no 500."""
+    core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name="bare")))
+    pending_pod(kube)
+    core.create_namespaced_pod_binding("p", "default", binding("p", "bare"), _preload_content=False)
+    pod = core.read_namespaced_pod("p", "default")
+    assert (pod.spec.node_name, pod.status.phase) == ("bare", "Running")
+    assert pod.status.pod_ip == "10.244.0.2"
+
+
 def test_pod_ips_are_distinct_within_the_pod_cidr(kube, core):
     kube.add_node("worker-1")
     for i in range(3):

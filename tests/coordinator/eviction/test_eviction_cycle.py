@@ -25,7 +25,7 @@ from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.state.signals import NodeSignals
 from hack.kubeapi import KubeApi
-from hack.kubeapi.resources import PODS
+from hack.kubeapi.resources import EVENTS, PODS
 from tests.coordinator.eviction.evictrig import node, pod
 from tests.hosts import FakeClock
 
@@ -164,5 +164,48 @@ async def test_preemption_never_displaces_a_pod_less_than_two_levels_below(
         await rig.cycle.run()
         assert rig.exists("medium")
         assert "refused" in rig.log.lines()[-1]
+    finally:
+        rig.close()
+
+
+async def test_a_single_report_never_evicts_however_long_it_stays_fresh(kube: KubeApi) -> None:
+    """The dwell is between reports: one report under pressure, still fresh when the
+    window has passed (30 s < the 60 s TTL), is not pressure seen to hold."""
+    rig = CycleRig(kube, enabled=True, pressure_for_s=30)
+    try:
+        rig.add(best_effort("large", "8Gi"))
+        rig.report(40.0)
+        await rig.cycle.run()
+        rig.clock.advance(31)
+        await rig.cycle.run()
+        assert rig.exists("large")
+        rig.report(40.0)  # a second report, 31 s after the first: it held
+        await rig.cycle.run()
+        assert not rig.exists("large")
+    finally:
+        rig.close()
+
+
+async def test_a_cooldown_refusal_is_one_event_however_many_cycles_it_lasts(
+    kube: KubeApi,
+) -> None:
+    """The refusal's text carries no seconds left, so the cycle tells it once (and the API
+    server could dedup it besides)."""
+    rig = CycleRig(kube, cooldown_s=300)
+    try:
+        rig.add(pod("low", node="gpu-a", gpus=8))
+        rig.add(pod("want", gpus=8, priority=HIGH))
+        await rig.cycle.run()  # a dry-run round: queue ns cools down
+        rig.add(pod("next", gpus=8, priority=HIGH))
+        for _ in range(4):
+            rig.clock.advance(10)
+            await rig.cycle.run()
+        told = [
+            e
+            for e in kube.store.list(EVENTS, "ns")[0]
+            if e["involvedObject"]["name"] == "next" and e["reason"] == "EvictionNotPlanned"
+        ]
+        assert len(told) == 1 and told[0].get("count", 1) == 1
+        assert "cooling down" in told[0]["message"]
     finally:
         rig.close()

@@ -350,7 +350,7 @@ def test_a_queue_cooling_down_gets_no_round() -> None:
     cooling = rig.view(cooldown_until={"ns": NOW + 120})
     refused = plan(cooling, rig.facts(pending()), rig.evictions, NOW)
     assert isinstance(refused, Refusal)
-    assert "cooling down for another 120 s" in refused.reason
+    assert "ns is cooling down after its last round" in refused.reason
     cooled = rig.view(cooldown_until={"ns": NOW - 1})
     assert names(plan(cooled, rig.facts(pending()), rig.evictions, NOW)) == ["low"]
 
@@ -424,7 +424,7 @@ def test_until_its_podgroup_is_known_the_strictest_queue_of_its_namespace_rules(
     # A queue cooling down is stricter still: it allows no round at all.
     refused = plan(rig.view({"batch": NOW + 50}), rig.facts(unknown), rig.evictions, NOW)
     assert isinstance(refused, Refusal)
-    assert "queue batch is cooling down for another 50 s" in refused.reason
+    assert "queue batch is cooling down after its last round" in refused.reason
     # With no PodGroups known (none listed yet, or Volcano not installed): the namespace.
     rig.podgroups()
     alone = plan(rig.view(), rig.facts(unknown), rig.evictions, NOW)
