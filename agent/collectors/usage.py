@@ -11,8 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from agent.collectors.base import CollectorError, read_text
-from agent.kernelfiles import parse_meminfo
+from agent.kernelfiles import CollectorError, parse_meminfo, read_text
 from agent.settings import AgentSettings
 from common.clock import Clock
 from common.schema import Absent, CpuUsage, MemoryUsage, UsageSection
