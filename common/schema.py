@@ -448,10 +448,37 @@ class MemoryUsage(_Record):
     swap_used_b: Bytes
 
 
-class UsageSection(_Record):
+MAX_DISKS: Final = 256
+"""Most disks one report lists (whole block devices; partitions and loop devices are not)."""
+
+
+class DiskUsage(_Record):
+    """One whole disk over the last interval, from ``/proc/diskstats`` deltas, as ``iostat
+    -x`` computes them."""
+
+    name: Name
+    util_pct: Pct
+    """Share of the interval the disk had I/O in flight (``io_ticks``); near 100 % a disk
+    that serves one request at a time is saturated (parallel devices such as NVMe may
+    serve more)."""
+    await_ms: Annotated[float, Meta(ge=0.0, le=1e9)]
+    """Average time a completed request took, queueing included (``iostat``'s ``await``:
+    read, write and discard ticks over the requests completed); 0 with none completed."""
+    iops: Rate
+    """Requests completed a second."""
+
+
+class UsageSection(_Record, omit_defaults=True):
+    """What the node uses. ``disks`` came later: left off the wire while empty."""
+
     measured_at: UnixTime
     cpu: CpuUsage | Absent
     memory: MemoryUsage
+    disks: Annotated[list[DiskUsage], Meta(max_length=MAX_DISKS)] | Absent = msgspec.field(
+        default_factory=list
+    )
+    """Each whole disk's use over the last interval; absent on the first sample or where
+    ``/proc/diskstats`` cannot be read."""
 
 
 # --------------------------------------------------------------------------- pods

@@ -3,7 +3,9 @@
 CPU comes from ``/proc/stat`` deltas (jiffies), so the first cycle has no CPU figure
 (``Absent("first-sample")``). Memory separates the working set (what kubelet evicts on:
 used − inactive file cache) from the page cache, which the kernel can drop; reporting
-only "used" would make every node with a warm cache look full.
+only "used" would make every node with a warm cache look full. Disks come from
+``/proc/diskstats`` deltas (:mod:`agent.diskstats`); a disk file that cannot be read or
+parsed costs only ``disks`` (absent with the reason), never the CPU and memory figures.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from agent.kernelfiles import CollectorError, parse_meminfo, read_text
+from agent import diskstats
+from agent.collectors.base import CollectorError, read_optional, read_text
+from agent.kernelfiles import parse_meminfo
 from agent.settings import AgentSettings
 from common.clock import Clock
-from common.schema import Absent, CpuUsage, MemoryUsage, UsageSection
+from common.schema import Absent, CpuUsage, DiskUsage, MemoryUsage, UsageSection
 
 NAME: Final = "usage"
 
@@ -74,10 +78,12 @@ def read_memory(proc: Path) -> MemoryUsage:
 class UsageCollector:
     name = NAME
 
-    def __init__(self, proc: Path, clock: Clock) -> None:
+    def __init__(self, proc: Path, clock: Clock, sys_root: Path | None = None) -> None:
         self._proc = proc
+        self._sys = sys_root
         self._clock = clock
         self._prev: tuple[float, dict[str, int]] | None = None
+        self._disks_prev: tuple[float, dict[str, diskstats.DiskCounters]] | None = None
 
     def collect(self) -> UsageSection:
         stat_path = self._proc / "stat"
@@ -89,7 +95,30 @@ class UsageCollector:
         now = self._clock.monotonic()
         cpu = self._cpu(now, jiffies, ncpu)
         self._prev = (now, jiffies)
-        return UsageSection(measured_at=self._clock.wall(), cpu=cpu, memory=memory)
+        return UsageSection(
+            measured_at=self._clock.wall(), cpu=cpu, memory=memory, disks=self._disks(now)
+        )
+
+    def _disks(self, now: float) -> list[DiskUsage] | Absent:
+        path = self._proc / "diskstats"
+        try:
+            text = read_optional(path)
+            if text is None:
+                return Absent("no-diskstats: the kernel has no /proc/diskstats")
+            counters = diskstats.parse_diskstats(text)
+        except CollectorError as e:
+            self._disks_prev = None
+            return Absent(f"error: {e}")
+        except ValueError as e:
+            self._disks_prev = None
+            return Absent(f"error: parse {path}: {e}")
+        before, self._disks_prev = self._disks_prev, (now, counters)
+        if before is None or now <= before[0]:
+            return Absent("first-sample: disk use needs two samples")
+        disks = None if self._sys is None else diskstats.whole_disks(self._sys)
+        if disks is None:
+            return Absent("no-sysfs: whole disks are told from partitions by /sys/block")
+        return diskstats.disk_usage(before[1], counters, now - before[0], disks)
 
     def _cpu(self, now: float, jiffies: dict[str, int], ncpu: int) -> CpuUsage | Absent:
         if self._prev is None:
@@ -111,4 +140,4 @@ class UsageCollector:
 
 
 def build(settings: AgentSettings, clock: Clock) -> UsageCollector:
-    return UsageCollector(settings.paths.proc, clock)
+    return UsageCollector(settings.paths.proc, clock, settings.paths.sys)

@@ -28,6 +28,7 @@ from common.schema import (
     Compaction,
     CpuAllocatable,
     CpuUsage,
+    DiskUsage,
     Enforcement,
     GpuDevice,
     GpuSection,
@@ -259,7 +260,7 @@ def _gpus(now: float) -> GpuSection:
             health="ok",
             health_reasons=[f"reason {k}" for k in range(most(GpuDevice, "health_reasons"))],
             xid_recent=[
-                XidSeen(xid=79, age_s=float(k)) for k in range(most(GpuDevice, "xid_recent"))
+                XidSeen(xid=79, age_s=7200.0 + k) for k in range(most(GpuDevice, "xid_recent"))
             ],
             retired_pages=0,
         )
@@ -291,6 +292,10 @@ def _usage(now: float, cpus: int, memory_b: int) -> UsageSection:
             unevictable_b=0,
             swap_used_b=0,
         ),
+        disks=[
+            DiskUsage(name=f"nvme{k}n1", util_pct=1.0, await_ms=0.5, iops=10.0)
+            for k in range(most(UsageSection, "disks"))
+        ],
     )
 
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from agent.collectors import allocatable
+from agent.collectors.base import MAX_KERNEL_FILE_B
 from agent.hostpaths import HostPaths
-from agent.kernelfiles import MAX_KERNEL_FILE_B
 from common import codec
 from common.config import MAX_DEPTH, MAX_FILE_B
 
@@ -67,6 +67,26 @@ def test_once_finishes_with_a_fifo_an_endless_device_and_a_huge_kernel_file(host
     assert report["usage"] == f"error: read {proc / 'stat'}: larger than {MAX_KERNEL_FILE_B} bytes"
     assert report["allocatable"]["memory"]["capacity_b"] == 65_848_316 * 1024
     assert [n["node"] for n in report["numa"]["nodes"]] == [0]
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (os.mkfifo, "not a regular file (a FIFO)"),
+        (lambda p: p.symlink_to("/dev/zero"), "not a regular file (a character device)"),
+        (lambda p: os.truncate(_touch(p), 4 * MAX_KERNEL_FILE_B), "larger than"),
+        (lambda p: p.write_bytes(b"   8 0 sda \xff\xfe\n"), "error: read"),
+        (lambda p: p.write_text("   8 0 " + "x" * 10_000 + " 1 2 3\n"), "error: parse"),
+    ],
+)
+def test_a_hostile_diskstats_costs_only_the_disks(host_copy, make, reason):
+    root = host_copy("k8s-v2-node")
+    make(root / "proc" / "diskstats")
+    report = _report(_agent(root, root / "var/lib/kubelet/config.yaml"))
+    # --once samples rate collectors twice: the first sample's failure stands too.
+    assert report["usage"]["disks"].startswith("error: ") and reason in report["usage"]["disks"]
+    assert report["usage"]["memory"]["total_b"] == 65_848_316 * 1024
+    assert report["usage"]["cpu"].startswith("no-progress")  # the recorded /proc/stat is still
 
 
 def _touch(path: Path) -> Path:

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.collectors.base import NoData, Runner
-from agent.kernelfiles import CollectorError
+from agent.collectors.base import CollectorError, NoData, Runner
 from agent.metrics import AgentMetrics
 from common.schema import Absent
 

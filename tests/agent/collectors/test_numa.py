@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest
 
 from agent.collectors import numa
-from agent.collectors.base import NoData
-from agent.kernelfiles import CollectorError
+from agent.collectors.base import CollectorError, NoData
 from common import codec
 from tests.hosts import FIXTURES
 
