@@ -23,7 +23,7 @@ from coordinator.scoring.fragmentation import Fragmentation, typical_shapes
 from coordinator.state.cluster import ClusterState
 from hack.sim import arrivals, replay, trace
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[2] / ".." / "shared" / "traces" / "openb"
+DEFAULT_TRACE = trace.OPENB
 
 
 def main(argv: list[str] | None = None) -> int:

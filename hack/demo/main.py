@@ -98,7 +98,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=Path,
         default=TRACE,
         help=f"the openb trace's directory, with {NODE_FILE} and {POD_FILE}"
-        " (default: ../shared/traces/openb/ next to the repository)",
+        " (default: the files shipped in hack/sim/traces/openb/)",
     )
     parser.add_argument(
         "--out", type=Path, default=None, help="where to write files (default: a new temp dir)"

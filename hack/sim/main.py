@@ -283,6 +283,7 @@ class _NoBar:
 
 
 def main(args: argparse.Namespace) -> int:
+    args.pods = args.pods or [trace.DEFAULT_PODS]
     try:
         entries = parse_entries(args.policies, args.policy_arg or (), args.admission or ())
         seeds = parse_seeds(args.seeds)

@@ -7,11 +7,23 @@ import argparse
 import os
 from pathlib import Path
 
+from hack.sim import shipped
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--nodes", type=Path, required=True, help="node list CSV")
-    add("--pods", type=Path, required=True, action="append", help="pod list CSV (repeatable)")
+    add(
+        "--nodes",
+        type=Path,
+        default=shipped.DEFAULT_NODES,
+        help="node list CSV (default: the shipped openb GPU nodes, hack/sim/traces/openb/)",
+    )
+    add(
+        "--pods",
+        type=Path,
+        action="append",
+        help="pod list CSV (repeatable; default: the shipped openb default pod list)",
+    )
     add(
         "--policies",
         required=True,

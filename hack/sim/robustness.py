@@ -143,7 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     add("--out", type=Path, required=True, help="output directory")
     add("--seeds", default="42-51", help="seeds: 42-51, or 42,43,50")
     add("--jobs", type=int, default=2, help="parallel processes")
-    add("--trace", type=Path, default=trace.OPENB, help="directory of the openb lists")
+    add(
+        "--trace",
+        type=Path,
+        default=trace.OPENB,
+        help="directory of the openb lists (default: the shipped one: the default workload)",
+    )
     add("--workloads", help="comma list of shared workloads (default: every one in --trace)")
     add("--families", help="comma list of constraint families (default: every one)")
     add("--fractions", default=DEFAULT_FRACTIONS, help="shares of GPU pods to constrain")

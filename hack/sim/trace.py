@@ -16,14 +16,24 @@ from typing import Final, TypeVar
 from common.errors import StowageError
 from coordinator.state.cluster import MILLI_PER_GPU, NodeSpec
 from coordinator.state.podrequest import PodRequest
+from hack.sim.shipped import DEFAULT_NODES, DEFAULT_PODS, OPENB, OPENB_GPU_NODES
 
 MIB: Final = 2**20
-OPENB: Final = Path(__file__).resolve().parents[3] / "shared" / "traces" / "openb"
-"""Where the openb trace is kept: ``../shared/traces/openb/`` beside the repository."""
-OPENB_GPU_NODES: Final = "openb_node_list_gpu_node.csv"
-"""The trace's GPU nodes, in :data:`OPENB`: every workload of the trace runs on them."""
 NODE_COLUMNS: Final = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS: Final = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+
+__all__ = [
+    "DEFAULT_NODES",
+    "DEFAULT_PODS",
+    "MIB",
+    "NODE_COLUMNS",
+    "OPENB",
+    "OPENB_GPU_NODES",
+    "POD_COLUMNS",
+    "TraceError",
+    "load_nodes",
+    "load_pods",
+]
 
 T = TypeVar("T")
 
