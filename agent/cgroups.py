@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from agent.collectors.base import CollectorError, read_optional, read_text
+from agent.kernelfiles import CollectorError, read_optional, read_text
 from common.clock import Clock
 
 QOS_CLASSES: Final = ("burstable", "besteffort")

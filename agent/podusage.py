@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Final
 
 from agent import cgroups
-from agent.collectors.base import CollectorError, read_optional
-from agent.collectors.psi import parse_pressure
+from agent.kernelfiles import CollectorError, parse_pressure, read_optional
 from common.clock import Clock
 from common.schema import PodInfo, PodUsage
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from agent.collectors.psi import parse_pressure
+from agent.kernelfiles import parse_pressure
 from common.clock import Clock
 
 log = logging.getLogger(__name__)

@@ -16,10 +16,9 @@ from __future__ import annotations
 from typing import Final
 
 from agent import cgroups, kubeletconfig
-from agent.collectors.base import CollectorError, read_text
 from agent.collectors.usage import read_memory
 from agent.hostpaths import HostPaths
-from agent.kernelfiles import parse_cpulist
+from agent.kernelfiles import CollectorError, parse_cpulist, read_text
 from agent.settings import AgentSettings
 from common.clock import Clock
 from common.schema import (

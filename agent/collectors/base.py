@@ -5,8 +5,8 @@ and returns its section of the report. Two outcomes besides success:
 
 * :class:`NoData` — the source does not exist on this node (no PSI, no GPU, cgroup v1,
   first rate sample). The section becomes ``Absent(reason)``; this is normal.
-* :class:`CollectorError` — a real failure (permission denied, a parse error). The section
-  becomes ``Absent("error: …")`` and the failure is logged and counted.
+* :class:`~agent.kernelfiles.CollectorError` — a real failure (permission denied, a parse
+  error). The section becomes ``Absent("error: …")`` and the failure is logged and counted.
 
 :meth:`Runner.run_one` runs a collector in a worker thread under a deadline and turns
 every outcome, including a bug or a hang, into a section or an ``Absent``: one collector
@@ -23,23 +23,17 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 from agent import metrics as agent_metrics
+from agent.kernelfiles import CollectorError
 from common import codec
 from common.errors import SchemaError
-from common.files import read_regular
 from common.schema import Absent
 
 log = logging.getLogger(__name__)
 
 _MAX_REASON = 300
-
-MAX_KERNEL_FILE_B = 8 * 2**20
-"""Most bytes read from one kernel file. The largest real ones (``/proc/zoneinfo`` with
-per-CPU page sets, ``/proc/stat``) stay under 1 MiB on machines with a thousand CPUs;
-anything bigger is not the file the collector expects."""
 
 
 class NoData(Exception):  # noqa: N818 - a control signal, not an error (see module docstring)
@@ -50,10 +44,6 @@ class NoData(Exception):  # noqa: N818 - a control signal, not an error (see mod
         self.reason = reason
 
 
-class CollectorError(Exception):
-    """A real failure while reading or parsing a signal."""
-
-
 class Collector(Protocol):
     """One signal. ``collect`` is synchronous and blocking; it runs in a worker thread."""
 
@@ -62,34 +52,6 @@ class Collector(Protocol):
     def collect(self) -> Any:
         """Return this collector's report section, or raise NoData / CollectorError."""
         ...
-
-
-def read_text(path: Path | str) -> str:
-    """Read a kernel file; any failure becomes CollectorError naming the path.
-
-    A missing file is a real failure here; collectors that treat absence as "not on
-    this node" check for it first and raise :class:`NoData`. Read through
-    :func:`common.files.read_regular`: a FIFO, a device or an endless file in place of a
-    kernel file fails at once (``--proc-root`` may point anywhere, and a host path may
-    be tampered with) instead of blocking the collector thread or exhausting memory.
-    Plain ``os.read`` costs a third of ``Path.read_text`` (no buffered text layer), and
-    an agent reads dozens of these files every cycle.
-    """
-    try:
-        return read_regular(path, MAX_KERNEL_FILE_B).decode()
-    except (OSError, UnicodeDecodeError) as e:
-        raise CollectorError(f"read {path}: {getattr(e, 'strerror', None) or e}") from e
-
-
-def read_optional(path: Path | str) -> str | None:
-    """Like :func:`read_text`, but None when the file does not exist (one syscall fewer
-    than checking first)."""
-    try:
-        return read_text(path)
-    except CollectorError as e:
-        if isinstance(e.__cause__, FileNotFoundError):
-            return None
-        raise
 
 
 def _collect_valid(collector: Collector) -> Any:

@@ -33,7 +33,8 @@ from typing import Any, Final
 
 import msgspec
 
-from agent.collectors.base import CollectorError, NoData, read_text
+from agent.collectors.base import NoData
+from agent.kernelfiles import CollectorError, read_text
 from agent.settings import AgentSettings
 from common.clock import Clock
 from common.schema import MAX_RECENT_XIDS, GpuDevice, GpuSection, MigDevice, XidSeen

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from agent.collectors.base import CollectorError, NoData, read_text
-from agent.kernelfiles import parse_choice, parse_flat_counters
+from agent.collectors.base import NoData
+from agent.kernelfiles import CollectorError, parse_choice, parse_flat_counters, read_text
 from agent.settings import AgentSettings
 from common.clock import Clock
 from common.schema import (

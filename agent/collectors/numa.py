@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Final
 
-from agent.collectors.base import CollectorError, NoData, read_text
-from agent.kernelfiles import parse_cpulist, parse_meminfo
+from agent.collectors.base import NoData
+from agent.kernelfiles import CollectorError, parse_cpulist, parse_meminfo, read_text
 from agent.settings import AgentSettings
 from common.clock import Clock
 from common.schema import NumaNode, NumaSection

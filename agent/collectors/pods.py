@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlparse
 
 from agent.collectors import base
+from agent.kernelfiles import CollectorError, read_text
 from agent.podusage import PodUsageSampler
 from agent.settings import AgentSettings, PodsSettings
 from common import codec, podspec
@@ -108,7 +109,7 @@ class PodsCollector:
         measured_at = self._clock.wall()
         items = pod_list.get("items") if isinstance(pod_list, dict) else None
         if not isinstance(items, list):
-            raise base.CollectorError(f"pods: {source} sent an invalid PodList: no items list")
+            raise CollectorError(f"pods: {source} sent an invalid PodList: no items list")
         infos = self._pod_infos(items, source)
         if self._usage is not None:
             usage = self._usage.sample(infos)
@@ -140,7 +141,7 @@ class PodsCollector:
         api = self._api_client("kubelet")
         headers = {"Accept": "application/json"}
         if self._settings.token_file:  # re-read each time: projected tokens rotate
-            token = base.read_text(Path(self._settings.token_file)).strip()
+            token = read_text(Path(self._settings.token_file)).strip()
             headers["Authorization"] = f"Bearer {token}"
         method, url, headers, _, _ = api.param_serialize(
             "GET", "/pods", header_params=headers, auth_settings=[]
@@ -158,12 +159,12 @@ class PodsCollector:
         if self._client is None:
             try:
                 self._client = _new_client(source, self._settings)
-            except base.CollectorError:
+            except CollectorError:
                 raise
             except Exception as e:  # the config loaders raise anything on a bad file
                 # First line only: YAML errors go on to quote the file, token lines included.
                 detail = (str(e).splitlines() or [""])[0]
-                raise base.CollectorError(
+                raise CollectorError(
                     f"pods: {source} client config: {type(e).__name__}: {detail}"
                 ) from e
         return self._client
@@ -182,7 +183,7 @@ class PodsCollector:
         bad: set[str] = set()
         for pod in pods:
             if not isinstance(pod, dict):
-                raise base.CollectorError("pods: the PodList holds an item that is not an object")
+                raise CollectorError("pods: the PodList holds an item that is not an object")
             if (pod.get("status") or {}).get("phase") in _TERMINAL_PHASES:
                 continue
             try:
@@ -213,7 +214,7 @@ def _new_client(source: str, settings: PodsSettings) -> ApiClient:
     cfg.retries = False
     if source == "kubelet":
         if not settings.kubelet_url:
-            raise base.CollectorError("pods: the kubelet source needs a kubelet URL")
+            raise CollectorError("pods: the kubelet source needs a kubelet URL")
         cfg.host = settings.kubelet_url.rstrip("/")
         if settings.kubelet_ca_file:
             cfg.ssl_ca_cert = settings.kubelet_ca_file
@@ -259,20 +260,20 @@ def _translate_errors(source: str, fetch: Callable[[], Any]) -> Any:
         status = e.status or 0
         if status in (401, 403):
             what = "authentication failed" if status == 401 else "forbidden (check RBAC)"
-            raise base.CollectorError(
+            raise CollectorError(
                 f"pods: {source} refused the pod list: HTTP {status}, {what}"
             ) from e
         if status == 429 or status >= 500:
             raise base.NoData(f"pods-source-unreachable: HTTP {status}") from e
         reason = " ".join(str(e.reason or "").split()) or "no reason"
         code = f"HTTP {status}: " if status else ""  # 0: TLS failure, unexpected content type
-        raise base.CollectorError(f"pods: {source}: {code}{reason}") from e
+        raise CollectorError(f"pods: {source}: {code}{reason}") from e
     except urllib3.exceptions.HTTPError as e:
         raise base.NoData(f"pods-source-unreachable: {_short_cause(e)}") from e
     except (json.JSONDecodeError, pydantic.ValidationError) as e:
-        raise base.CollectorError(f"pods: {source} sent an invalid PodList: {e}") from e
+        raise CollectorError(f"pods: {source} sent an invalid PodList: {e}") from e
     except ValueError as e:  # http.client quotes header values, the bearer token among them
-        raise base.CollectorError(
+        raise CollectorError(
             f"pods: {source} request failed: {type(e).__name__} (details withheld: they may "
             "hold the token; is there a newline in the token file?)"
         ) from e

@@ -14,13 +14,13 @@ line; without PSI (``psi=0`` or ``CONFIG_PSI`` off) ``/proc/pressure`` does not 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from agent import cgroups
-from agent.collectors.base import CollectorError, NoData, read_optional
+from agent.collectors.base import NoData
+from agent.kernelfiles import CollectorError, RawLine, parse_pressure, read_optional
 from agent.settings import AgentSettings
 from common.clock import Clock
 from common.schema import Absent, PsiGroup, PsiLine, PsiResource, PsiSection, is_absent
@@ -28,31 +28,6 @@ from common.schema import Absent, PsiGroup, PsiLine, PsiResource, PsiSection, is
 NAME: Final = "psi"
 RESOURCES: Final = ("cpu", "memory", "io", "irq")
 _KINDS: Final = ("some", "full")
-_LINE: Final = re.compile(
-    r"^(some|full) avg10=(\d+\.\d+) avg60=(\d+\.\d+) avg300=(\d+\.\d+) total=(\d+)$", re.M
-)
-
-# One raw line as read: (avg10, avg60, avg300, total_us).
-RawLine = tuple[float, float, float, int]
-
-
-def parse_pressure(text: str) -> dict[str, RawLine]:
-    """Parse one pressure file into ``{"some": ..., "full": ...}``.
-
-    Raises ValueError on anything that is not the kernel's exact format
-    (``some avg10=0.00 avg60=0.00 avg300=0.00 total=0``), line for line.
-    """
-    text = text.strip()
-    matches = _LINE.findall(text)
-    if not matches or len(matches) != text.count("\n") + 1:
-        raise ValueError(f"not a pressure file: {text[:60]!r}")
-    out: dict[str, RawLine] = {}
-    for kind, avg10, avg60, avg300, total in matches:
-        avgs = (float(avg10), float(avg60), float(avg300))
-        if kind in out or not all(a <= 100.0 for a in avgs):
-            raise ValueError(f"duplicate line or value out of range for {kind!r}")
-        out[kind] = (avgs[0], avgs[1], avgs[2], int(total))
-    return out
 
 
 @dataclass

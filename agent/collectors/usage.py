@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Final
 
 from agent import diskstats
-from agent.collectors.base import CollectorError, read_optional, read_text
-from agent.kernelfiles import parse_meminfo
+from agent.kernelfiles import CollectorError, parse_meminfo, read_optional, read_text
 from agent.settings import AgentSettings
 from common.clock import Clock
 from common.schema import Absent, CpuUsage, DiskUsage, MemoryUsage, UsageSection

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from agent.collectors import allocatable
-from agent.collectors.base import MAX_KERNEL_FILE_B
 from agent.hostpaths import HostPaths
+from agent.kernelfiles import MAX_KERNEL_FILE_B
 from common import codec
 from common.config import MAX_DEPTH, MAX_FILE_B
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.collectors.base import CollectorError, NoData, Runner
+from agent.collectors.base import NoData, Runner
+from agent.kernelfiles import CollectorError
 from agent.metrics import AgentMetrics
 from common.schema import Absent
 

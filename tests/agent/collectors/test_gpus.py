@@ -16,8 +16,9 @@ import pynvml
 import pytest
 
 from agent.collectors import gpus
-from agent.collectors.base import CollectorError, NoData
+from agent.collectors.base import NoData
 from agent.hostpaths import HostPaths
+from agent.kernelfiles import CollectorError
 from agent.settings import AgentSettings
 from common import codec, schema
 from common.schema import GpuSection, MigDevice

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from agent.collectors import numa
-from agent.collectors.base import CollectorError, NoData
+from agent.collectors.base import NoData
+from agent.kernelfiles import CollectorError
 from common import codec
 from tests.hosts import FIXTURES
 

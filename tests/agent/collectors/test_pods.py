@@ -28,8 +28,9 @@ import pytest
 import yaml
 
 from agent.collectors import pods
-from agent.collectors.base import CollectorError, NoData
+from agent.collectors.base import NoData
 from agent.hostpaths import HostPaths
+from agent.kernelfiles import CollectorError
 from agent.settings import AgentSettings, PodsSettings
 from common import codec, podspec
 from common.schema import PodsSection, Resources

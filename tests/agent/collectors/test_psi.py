@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from agent import kernelfiles
 from agent.collectors import psi
 from agent.collectors.base import NoData
 from common import codec
@@ -21,7 +22,7 @@ def test_parse_pressure_reads_the_kernel_format():
         "some avg10=2.54 avg60=0.71 avg300=0.58 total=3492186\n"
         "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
     )
-    assert psi.parse_pressure(text) == {
+    assert kernelfiles.parse_pressure(text) == {
         "some": (2.54, 0.71, 0.58, 3492186),
         "full": (0.0, 0.0, 0.0, 0),
     }
@@ -43,7 +44,7 @@ def test_parse_pressure_reads_the_kernel_format():
 )
 def test_parse_pressure_rejects_garbage(text):
     with pytest.raises(ValueError):
-        psi.parse_pressure(text)
+        kernelfiles.parse_pressure(text)
 
 
 def test_v2_node_reports_system_and_per_qos_cgroup_pressure(clock):

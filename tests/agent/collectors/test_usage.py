@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from agent.collectors import usage
-from agent.collectors.base import CollectorError
+from agent.kernelfiles import CollectorError
 from common import codec
 from common.schema import CpuUsage, is_absent
 from tests.hosts import FIXTURES
