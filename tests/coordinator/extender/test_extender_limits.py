@@ -229,3 +229,15 @@ async def test_nodes_with_allocatable_beyond_range_are_400(rig: Rig, amount: str
     big = node("new-1", "8", amount)
     body = {"Pod": pod("1", "1Gi"), "Nodes": {"items": [big]}}
     await rig.assert_refused(FILTER, body, "Nodes.items[0]: node new-1: status.allocatable")
+
+
+@pytest.mark.parametrize("path", [FILTER, PRIORITIZE])
+async def test_node_names_nested_past_the_bound_are_refused_as_too_deep(rig: Rig, path: str):
+    """Not deep enough to stop the body's split, yet one level past the bound: the names
+    member, which is not all strings, is depth-checked before it is decoded."""
+    inner = wire.MAX_JSON_DEPTH - 1
+    body = {"Pod": pod("1", "1Gi")}
+    prefix = json.dumps(body)[:-1].encode() + b', "NodeNames": '
+    await rig.assert_refused(path, prefix + nested_arrays(inner + 1) + b"}", TOO_DEEP)
+    status, reply = await rig.post(path, prefix + nested_arrays(inner) + b"}")
+    assert status == 400 and reply["error"].startswith("NodeNames[0]: expected a string")
