@@ -414,10 +414,18 @@ class EvictionSettings:
     this long no longer shields it (its owner writes the annotation). Five minutes: a
     node's shard of a large model's checkpoint (tens of GiB at about 1 GiB/s) takes a
     minute or two to write."""
-    max_candidates_per_node: int = 12
-    """Most pods of one node the minimal-set search weighs: the cheapest of those that free
-    something the preemptor lacks there. The search is exponential in it; 12 such pods is
-    more than an 8-GPU node carries."""
+    plan_deadline_s: float = 0.5
+    """Longest one plan's search for the minimal set may take (the coordinator's monotonic
+    clock). The search weighs every pod that could help, with no cap on how many; it is
+    exponential in them, so past the deadline it stops with the cheapest plan found so
+    far, and the plan says it was cut (``/debug``, the Event)."""
+    cycle_budget_s: float = 5.0
+    """Longest the planning of one eviction cycle may take, all its plans together; the
+    pending pods not planned by then are planned first in the next cycle."""
+    preempt_deadline_s: float = 0.05
+    """Longest the ``/scheduler/preempt`` verb's search may take: kube-scheduler waits for
+    the answer within its extender ``httpTimeout`` (100 ms as shipped). Past it a node
+    without a set found yet is dropped."""
 
     def __post_init__(self) -> None:
         _positive(
@@ -441,7 +449,9 @@ class EvictionSettings:
         _positive(
             "evictions",
             unknown_work_s=self.unknown_work_s,
-            max_candidates_per_node=self.max_candidates_per_node,
+            plan_deadline_s=self.plan_deadline_s,
+            cycle_budget_s=self.cycle_budget_s,
+            preempt_deadline_s=self.preempt_deadline_s,
             checkpointing_max_s=self.checkpointing_max_s,
         )
         if not 1 <= self.min_level_gap <= 3:

@@ -36,7 +36,7 @@ from typing import Any
 
 from aiohttp import web
 
-from coordinator.eviction.plan import Plan, Refusal, plan_preemption, plan_pressure
+from coordinator.eviction.plan import Deadline, Plan, Refusal, plan_preemption, plan_pressure
 from coordinator.eviction.view import view_of
 from coordinator.nodeview import NODE_VIEW
 from coordinator.services import SERVICES
@@ -151,7 +151,9 @@ async def plan(request: web.Request) -> web.Response:
                 {"error": f"pod {key} runs on {facts.node}: only pending pods preempt"},
                 status=400,
             )
-        subject, outcome = key, plan_preemption(view, facts, settings, now)
+        mono = services.clock.monotonic
+        deadline = Deadline(mono, mono() + settings.plan_deadline_s)
+        subject, outcome = key, plan_preemption(view, facts, settings, now, deadline)
     else:
         if node not in cluster.specs:
             return web.json_response({"error": f"node {node} is not known"}, status=404)

@@ -13,6 +13,10 @@ afresh: stale or missing reports never lead to an eviction. The window is longer
 the colocation controller's tightening, so pressure that lasts is pressure the
 best-effort throttle did not relieve. Reports are sampled once a cycle (one report
 interval): avg10 already smooths over ten seconds.
+
+**Bounded planning.** Each plan's search stops at ``plan_deadline_s`` (the plan says it
+was cut) and the cycle's planning at ``cycle_budget_s``; the pending pods it did not reach
+are planned first in the next cycle. Both on the injected monotonic clock.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import math
 
 from coordinator.config import EvictionSettings
 from coordinator.eviction.executor import Executor
-from coordinator.eviction.plan import Refusal, plan_preemption, plan_pressure
+from coordinator.eviction.plan import Deadline, Refusal, plan_preemption, plan_pressure
 from coordinator.eviction.view import view_of
 from coordinator.live import LiveCluster
 from coordinator.state.podfacts import PodFacts
@@ -61,6 +65,9 @@ class Cycle:
         self.pressure = PressureWatch(self._settings, cluster.settings.signals.report_ttl_s)
         self._refusals: dict[str, str] = {}
         """Subject → the planner's last refusal: logged when it changes, not each cycle."""
+        self._deferred: list[str] = []
+        """Pending pods (``ns/name``) the last cycle's planning budget left unplanned:
+        planned first this time, so no pod waits behind the same others every cycle."""
 
     async def run(self) -> None:
         """One cycle."""
@@ -71,8 +78,17 @@ class Cycle:
         view = view_of(cluster, cooling)
         if view is None:
             return
-        for pod in _pending(cluster):
-            outcome = plan_preemption(view, pod, self._settings, now)
+        clock = cluster.clock.monotonic
+        budget_until = clock() + self._settings.cycle_budget_s
+        first = {key: k for k, key in enumerate(self._deferred)}
+        pending = sorted(_pending(cluster), key=lambda p: (first.get(p.key, len(first)), p.key))
+        self._deferred = []
+        for k, pod in enumerate(pending):
+            if clock() >= budget_until:
+                self._deferred = [p.key for p in pending[k:]]
+                break
+            deadline = Deadline(clock, min(clock() + self._settings.plan_deadline_s, budget_until))
+            outcome = plan_preemption(view, pod, self._settings, now, deadline)
             if isinstance(outcome, Refusal):
                 await self._refused("preemption", pod.key, outcome)
             else:

@@ -13,7 +13,7 @@ it is made.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from itertools import combinations
@@ -82,6 +82,9 @@ class Plan:
     cost: tuple[float, ...]
     """The key minimised: (victims, sum of their levels, work lost since their last
     checkpoints in seconds, gang members dragged along)."""
+    cut: bool = False
+    """The deadline stopped the search before it was done: the cheapest plan found by
+    then, which a longer search might have beaten."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,20 @@ class Refusal:
     every allowed pod")."""
 
     reason: str
+
+
+class Deadline:
+    """Until when a search may go on, on an injected monotonic clock."""
+
+    def __init__(self, clock: Callable[[], float], until: float) -> None:
+        self._clock = clock
+        self.until = until
+
+    def passed(self) -> bool:
+        return self._clock() >= self.until
+
+
+NO_DEADLINE: Final = Deadline(lambda: 0.0, float("inf"))
 
 
 # ------------------------------------------------------------------------ levels
@@ -143,7 +160,11 @@ def queue_of(view: ClusterView, pod: PodFacts, settings: EvictionSettings, now: 
 
 
 def plan_preemption(
-    view: ClusterView, pod: PodFacts, settings: EvictionSettings, now: float
+    view: ClusterView,
+    pod: PodFacts,
+    settings: EvictionSettings,
+    now: float,
+    deadline: Deadline = NO_DEADLINE,
 ) -> Plan | Refusal:
     """The cheapest round that makes the pending ``pod`` fit somewhere: the node and the
     victims minimising :attr:`Plan.cost`, every rule holding — or why there is none.
@@ -153,7 +174,8 @@ def plan_preemption(
     (:mod:`coordinator.feasibility`): a node a filter refuses whatever is evicted
     (cordoned, tainted, not selected) or that the model cannot judge (volumes, DRA) is
     never planned on, and a pod that may not preempt (``preemptionPolicy: Never``,
-    scheduling gates, victims already terminating for it) gets no plan."""
+    scheduling gates, victims already terminating for it) gets no plan. The search stops
+    at ``deadline`` with the cheapest plan found so far (:attr:`Plan.cut`)."""
     queue = queue_of(view, pod, settings, now)
     refusal = _gate(view, queue, settings, now)
     if refusal is not None:
@@ -182,7 +204,9 @@ def plan_preemption(
         return Refusal(f"no node could take {pod.key} even empty ({why})")
     rules = _Rules(view, level, settings, now)
     why = f"makes room for {pod.key} ({level.name.lower()})"
-    best = _search(rules, pod, question, rows, only=None, per_node=False, why=why)
+    best, cut = _search(rules, pod, question, rows, None, False, why, deadline)
+    if not best and cut:
+        return Refusal(f"no plan for {pod.key} found before the planning deadline")
     if not best:
         return Refusal(f"no node: {pod.key} would still not fit after evicting every allowed pod")
     node, (cost, victims) = min(best.items(), key=lambda item: (item[1][0], item[0]))
@@ -199,6 +223,7 @@ def plan_preemption(
         ),
         needs_approval=weight > settings.approval_weight_above,
         cost=cost,
+        cut=cut,
     )
 
 
@@ -208,6 +233,7 @@ def narrow_victims(
     proposed: Mapping[str, frozenset[str]],
     settings: EvictionSettings,
     now: float,
+    deadline: Deadline = NO_DEADLINE,
 ) -> dict[str, tuple[Victim, ...]]:
     """kube-scheduler's preemption candidates (node → uids of the victims it proposes),
     narrowed by the planner's own rules: per node the cheapest subset of the proposed
@@ -220,7 +246,8 @@ def narrow_victims(
     The round-level rules apply as to a plan: nothing while the pod's queue cools down
     or the budgets are not listed, nothing for a pod that may not preempt, and nothing
     for a queue whose plans need a person's approval (the eviction cycle proposes that
-    plan instead; kube-scheduler's preemption cannot wait for one)."""
+    plan instead; kube-scheduler's preemption cannot wait for one). Past ``deadline`` the
+    nodes without a set found yet are dropped."""
     queue = queue_of(view, pod, settings, now)
     if _gate(view, queue, settings, now) is not None:
         return {}
@@ -240,8 +267,8 @@ def narrow_victims(
     found = judge(state, view.policy, pod.request, rows, view.signals)
     rules = _Rules(view, level, settings, now)
     why = f"proposed by kube-scheduler for {pod.key} ({level.name.lower()})"
-    best = _search(
-        rules, pod, question, rows[~found.unresolvable], only=proposed, per_node=True, why=why
+    best, _ = _search(
+        rules, pod, question, rows[~found.unresolvable], proposed, True, why, deadline
     )
     return {node: victims for node, (_, victims) in best.items()}
 
@@ -463,7 +490,8 @@ def _search(
     only: Mapping[str, frozenset[str]] | None,
     per_node: bool,
     why: str,
-) -> Found:
+    deadline: Deadline,
+) -> tuple[Found, bool]:
     """The cheapest valid set per node of ``rows`` (``per_node``) or overall, among sets
     after whose eviction Stowage's filter and kube-scheduler's filters (``question``)
     pass the pod on that node.
@@ -474,7 +502,11 @@ def _search(
     victims (or, overall, the best set's anywhere), or its candidates run out; sizes below
     what its candidates could possibly free are skipped. Nodes the live signals refuse
     the pod on are left out first: what-if states keep those signals, so every set there
-    would be refused (:func:`coordinator.scoring.livefilters.signal_refusals`)."""
+    would be refused (:func:`coordinator.scoring.livefilters.signal_refusals`).
+
+    Every pod that could help is weighed, however many: the search is exact, and
+    ``deadline`` bounds it instead, checked between sizes and every
+    :data:`_CHECK_EVERY` sets. The second value says whether it cut the search."""
     view = rules.view
     request = pod.request
     rows = rows[~livefilters.signal_refusals(view.state, request, rows, view.signals)]
@@ -497,7 +529,12 @@ def _search(
     best: dict[str, tuple[tuple[float, ...], tuple[str, ...], tuple[str, ...]]] = {}
     bar: tuple[float, ...] | None = None
     size = 0
-    while nodes:
+    cut = False
+    tried = 0
+    while nodes and not cut:
+        if deadline.passed():
+            cut = True
+            break
         size += 1
         nodes = [
             n
@@ -514,12 +551,18 @@ def _search(
             if not per_node and bar is not None and (limit is None or bar < limit):
                 limit = bar
             for chosen in combinations(node.candidates, size):
+                tried += 1
+                if tried % _CHECK_EVERY == 0 and deadline.passed():
+                    cut = True
+                    break
                 taken = rules.closure(chosen, node.within)
                 if taken is None:
                     continue
                 cost = rules.cost(taken, chosen)
                 if limit is None or cost < limit:
                     trial.append((node, taken, chosen, cost))
+            if cut:
+                break  # the sets tried so far are still judged
         if not trial:
             continue
         released = [
@@ -540,10 +583,15 @@ def _search(
     if not per_node and best:
         name = min(best, key=lambda n: (best[n][0], n))
         best = {name: best[name]}
-    return {
+    found = {
         name: (cost, rules.victims(taken, chosen, why))
         for name, (cost, taken, chosen) in best.items()
     }
+    return found, cut
+
+
+_CHECK_EVERY: Final = 256
+"""Sets tried between two looks at the deadline."""
 
 
 def _node(
@@ -557,8 +605,7 @@ def _node(
     lacks there (``short``: CPU, memory, GPUs with room; or what kube-scheduler's
     resource fit lacks, the pod count included), or whose going could change another
     filter's answer (a host port, an anti-affinity, a spread count): a pod doing none
-    only adds cost. Cheapest first, at most ``max_candidates_per_node``; None when there
-    are none."""
+    only adds cost. Cheapest first; None when there are none."""
     view = rules.view
     name = view.state.names[i]
     within = None if only is None else only.get(name, frozenset())
@@ -585,7 +632,6 @@ def _node(
     if not pods:
         return None
     pods.sort(key=lambda u: (rules.level[u], rules.work[u], u))
-    pods = pods[: rules.settings.max_candidates_per_node]
     least = 1
     for lacking, amount in (
         (short_cpu, lambda u: held[u].cpu_m),

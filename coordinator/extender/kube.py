@@ -49,7 +49,7 @@ from typing import Any, Final
 import numpy as np
 from aiohttp import web
 
-from coordinator.eviction.plan import narrow_victims
+from coordinator.eviction.plan import Deadline, narrow_victims
 from coordinator.eviction.view import view_of
 from coordinator.extender import wire
 from coordinator.extender.handling import (
@@ -154,7 +154,9 @@ async def preempt(request: web.Request, services: Services) -> web.Response:
     if view is not None and proposed:
         settings = services.settings.evictions
         facts = pod_facts(args.pod, pod, settings.level_label)
-        narrowed = narrow_victims(view, facts, proposed, settings, services.clock.wall())
+        mono = services.clock.monotonic
+        deadline = Deadline(mono, mono() + settings.preempt_deadline_s)
+        narrowed = narrow_victims(view, facts, proposed, settings, services.clock.wall(), deadline)
         for node, victims in narrowed.items():
             answer[node] = wire.MetaVictims(uids=tuple(v.uid for v in victims))
     return json_reply(wire.preemption_reply(answer))

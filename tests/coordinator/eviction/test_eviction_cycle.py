@@ -209,3 +209,24 @@ async def test_a_cooldown_refusal_is_one_event_however_many_cycles_it_lasts(
         assert "cooling down" in told[0]["message"]
     finally:
         rig.close()
+
+
+async def test_the_cycle_budget_defers_the_rest_to_the_next_cycle_first(kube: KubeApi) -> None:
+    """With a second passing at every reading of the clock, planning the first pod spends
+    the cycle's budget (its search cut too): the second is planned first in the next
+    cycle."""
+    rig = CycleRig(kube, cycle_budget_s=1.5)
+    try:
+        rig.add(pod("low", node="gpu-a", gpus=8))
+        rig.add(pod("a-want", gpus=8, priority=HIGH))
+        rig.add(pod("b-want", gpus=8, priority=HIGH))
+        readings = iter(range(10**6))
+        rig.clock.monotonic = lambda: 1000.0 + next(readings)  # type: ignore[method-assign]
+        await rig.cycle.run()
+        assert [line for line in rig.log.lines() if "b-want" in line] == []
+        assert any("ns/a-want" in line for line in rig.log.lines())
+        before = len(rig.log.lines())
+        await rig.cycle.run()
+        assert "ns/b-want" in rig.log.lines()[before]
+    finally:
+        rig.close()

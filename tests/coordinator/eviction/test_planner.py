@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from coordinator.config import CoordinatorSettings, EvictionSettings, PolicySettings
-from coordinator.eviction.plan import Level, Plan, Refusal, level_of, narrow_victims, plan_pressure
+from coordinator.eviction.plan import (
+    Deadline,
+    Level,
+    Plan,
+    Refusal,
+    level_of,
+    narrow_victims,
+    plan_pressure,
+)
 from coordinator.eviction.plan import plan_preemption as plan
 from coordinator.eviction.view import given_back
 from coordinator.live.decisions import judge
@@ -550,16 +558,39 @@ def test_without_checkpoints_the_pod_that_started_last_loses_least() -> None:
     assert isinstance(chosen, Plan) and chosen.cost[2] == pytest.approx(300)
 
 
-@pytest.mark.parametrize(("most", "planned"), [(12, False), (16, True)])
-def test_the_search_weighs_at_most_max_candidates_per_node(most: int, planned: bool) -> None:
-    """Sixteen 4-CPU pods fill the node; the pod needs all its CPUs."""
-    settings = CoordinatorSettings(
-        policy=PolicySettings(name="most-allocated"),
-        evictions=EvictionSettings(max_candidates_per_node=most),
-    )
-    rig = EvictRig(settings=settings).nodes(node("cpu-a", cpu="64", gpus=0))
+def test_the_minimum_outside_the_cheapest_dozen_is_found() -> None:
+    """Finding 4: twelve cheap 1-CPU pods, started a minute ago, free 12 CPUs together;
+    the pod lacks 28. The one pod that frees enough is the day-old 40-CPU one, which a
+    search over the cheapest twelve candidates never saw."""
+    rig = EvictRig().nodes(node("cpu-a", cpu="64", gpus=0))
+    rig.pods(*(pod(f"c-{k:02}", node="cpu-a", cpu="1", started_s_ago=60) for k in range(12)))
+    rig.pods(pod("big", node="cpu-a", cpu="40", started_s_ago=86_400))
+    result = plan(rig.view(), rig.facts(pending(gpus=0, cpu="40")), rig.evictions, NOW)
+    assert names(result) == ["big"]
+
+
+class SteppingClock:
+    """A monotonic clock a second further on at every reading."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@pytest.mark.parametrize(("seconds", "planned"), [(0.5, False), (1e9, True)])
+def test_the_deadline_cuts_the_search_and_says_so(seconds: float, planned: bool) -> None:
+    """Sixteen 4-CPU pods fill the node and the pod needs all 64 CPUs: the only set is
+    all sixteen, found after every smaller size was tried."""
+    rig = EvictRig().nodes(node("cpu-a", cpu="64", gpus=0))
     rig.pods(*(pod(f"c-{k}", node="cpu-a", cpu="4") for k in range(16)))
-    result = plan(rig.view(), rig.facts(pending(gpus=0, cpu="64")), rig.evictions, NOW)
+    clock = SteppingClock()
+    deadline = Deadline(clock, clock() + seconds)
+    result = plan(rig.view(), rig.facts(pending(gpus=0, cpu="64")), rig.evictions, NOW, deadline)
     assert isinstance(result, Plan) is planned
     if planned:
-        assert len(names(result)) == 16
+        assert len(names(result)) == 16 and not result.cut
+    else:
+        assert isinstance(result, Refusal) and "deadline" in result.reason

@@ -16,7 +16,7 @@ from coordinator.state.signals import NodeSignals
 from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pod
 
 CRITICAL = 2_000_000_000
-CANDIDATES = 12  # EvictionSettings.max_candidates_per_node's default
+CANDIDATES = 12  # small pods on one node, more than an 8-GPU node carries
 
 
 def refusing(kind: str) -> tuple[NodeSignals, dict[str, str]]:
