@@ -26,6 +26,7 @@ import argparse
 import multiprocessing
 import queue
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -194,6 +195,9 @@ class Run:
 
 _progress_queue: Any = None
 """In a worker process: where :func:`simulate` reports pods decided."""
+_progress_here = threading.local()
+"""On a Dask worker, per thread (a worker may run several calls at once): the queue of the
+sweep whose call the thread is running (:mod:`hack.sim.dasksweep`)."""
 
 
 def _start_worker(progress: Any) -> None:
@@ -202,8 +206,9 @@ def _start_worker(progress: Any) -> None:
 
 
 def _report_progress(pods: int) -> None:
-    if _progress_queue is not None:
-        _progress_queue.put(pods)
+    queue = getattr(_progress_here, "queue", None) or _progress_queue
+    if queue is not None:
+        queue.put(pods)
 
 
 def simulate(run: Run) -> tuple[list[dict[str, Any]], float]:
@@ -297,13 +302,21 @@ def main(args: argparse.Namespace) -> int:
             _pods(pods)
         if not args.no_limit:
             _need_scipy()
+        if args.scheduler is not None:
+            _check_scheduler(args.scheduler)
         args.out.mkdir(parents=True, exist_ok=True)
     except (ConfigError, TraceError, OSError) as e:
         print(f"stowage sim: error: {e}", file=sys.stderr)
         return 2
     workloads = [(workload_name(p), p) for p in args.pods]
     runs = [Run(args.nodes, p, w, e, s) for w, p in workloads for e in entries for s in seeds]
-    outcome = execute(runs, args.jobs, args.progress, limits=not args.no_limit)
+    try:
+        outcome = execute(
+            runs, args.jobs, args.progress, limits=not args.no_limit, scheduler=args.scheduler
+        )
+    except ConfigError as e:  # a --scheduler address with no Dask scheduler behind it
+        print(f"stowage sim: error: {e}", file=sys.stderr)
+        return 2
     report.write_csv(args.out / "results.csv", outcome.rows)
     text = report.summary(
         outcome.rows,
@@ -327,6 +340,20 @@ def _need_scipy() -> None:
         raise ConfigError("the limit needs scipy (pip install '.[sim]'); or pass --no-limit") from e
 
 
+def _check_scheduler(address: str) -> None:
+    """Dask is installed and ``address`` is ``local`` or one it can dial."""
+    try:
+        from distributed.comm import parse_address
+        from distributed.comm.registry import get_backend
+    except ImportError as e:
+        raise ConfigError("--scheduler needs Dask (pip install '.[sim]')") from e
+    if address != "local":
+        try:
+            get_backend(parse_address(address, strict=True)[0])
+        except ValueError as e:
+            raise ConfigError(f"--scheduler {address!r}: {e}") from e
+
+
 @dataclass
 class Outcome:
     rows: list[dict[str, Any]]
@@ -338,13 +365,29 @@ class Outcome:
     """Pods the workers reported deciding (every run's arrivals)."""
 
 
-def execute(runs: Sequence[Run], jobs: int, show: bool | None, limits: bool = True) -> Outcome:
-    """Every run, and the limit of every (workload, seed) they cover, in parallel."""
+def execute(
+    runs: Sequence[Run],
+    jobs: int,
+    show: bool | None,
+    limits: bool = True,
+    scheduler: str | None = None,
+) -> Outcome:
+    """Every run, and the limit of every (workload, seed) they cover, in parallel: in
+    ``jobs`` local processes, or on the Dask cluster at ``scheduler`` (``local``: a
+    ``LocalCluster`` of ``jobs`` workers). Each call is deterministic in its arguments and
+    results are kept in call order, so every way gives the rows and limits a serial run
+    gives."""
     sequences = sorted({(r.nodes, r.pods, r.workload, r.seed) for r in runs}, key=str)
     calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [(simulate, (r,)) for r in runs]
     if limits:
         calls += [(limit, (nodes, pods, seed)) for nodes, pods, _, seed in sequences]
-    results, counted = run_in_pool(calls, jobs, sum(r.arrivals for r in runs), show)
+    total = sum(r.arrivals for r in runs)
+    if scheduler is None:
+        results, counted = run_in_pool(calls, jobs, total, show)
+    else:
+        from hack.sim import dasksweep  # Dask loads only for a sweep on it
+
+        results, counted = dasksweep.run(calls, scheduler, jobs, total, show)
     outcome = Outcome([], {}, {}, counted)
     labels = list(dict.fromkeys(r.entry.label for r in runs))
     for run, (rows, pods_per_s) in zip(runs, results, strict=False):

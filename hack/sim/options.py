@@ -46,6 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--seeds", default="42-51", help="seeds: 42-51, or 42,43,50")
     add("--out", type=Path, required=True, help="output directory")
     add("--jobs", type=int, default=os.cpu_count() or 1, help="parallel processes")
+    add(
+        "--scheduler",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="run on Dask distributed: the scheduler at ADDRESS (tcp://HOST:8786), or with no "
+        "ADDRESS a LocalCluster of --jobs workers (default: --jobs local processes)",
+    )
     add("--no-plot", action="store_true", help="skip the PNG")
     add("--no-limit", action="store_true", help="skip the limit (the LP bound) in the summary")
     add(
