@@ -220,6 +220,7 @@ def plan_preemption(
         reason=(
             f"{pod.key} ({level.name.lower()}) fits on {node} after evicting"
             f" {len(victims)} pod(s): {', '.join(f'{v.namespace}/{v.name}' for v in victims)}"
+            + ("; the planning deadline cut the search: a cheaper set may exist" if cut else "")
         ),
         needs_approval=weight > settings.approval_weight_above,
         cost=cost,
