@@ -2,11 +2,16 @@
 # (Deployment). Built by `make image` as stowage:<version in pyproject.toml>, the tag the
 # manifests in daemonset/ reference.
 #
+# The product only: the agent, the coordinator and the CLI (common, agent, coordinator,
+# cli) and their runtime dependencies. The simulator and the demo (hack/, and the `sim`
+# extra: matplotlib, SciPy, tqdm) are left out; they run from a checkout with
+# `pip install -e '.[sim]'`, and `stowage sim` or `--standalone` in the image say so.
+#
 # Dependencies come only from requirements.lock (pip-compile output: every runtime
 # dependency and the build backend, pinned with hashes), so an image built today and one
-# built next year hold the same packages. The package itself is then installed with the
-# extras CI installs (less the test tools) from the source tree, offline: a dependency
-# missing from the lock fails the build instead of being fetched unpinned.
+# built next year hold the same packages. The package itself is then installed, without
+# extras, from the source tree, offline: a dependency missing from the lock fails the
+# build instead of being fetched unpinned.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
@@ -20,8 +25,7 @@ COPY common ./common
 COPY agent ./agent
 COPY coordinator ./coordinator
 COPY cli ./cli
-COPY hack ./hack
-RUN /opt/stowage/bin/pip install --no-index --no-build-isolation '.[sim]' \
+RUN /opt/stowage/bin/pip install --no-index --no-build-isolation . \
     && /opt/stowage/bin/pip check
 
 FROM ${PYTHON_IMAGE}

@@ -50,11 +50,19 @@ def build_parser(prog: str = "stowage") -> argparse.ArgumentParser:
     coordinator_options.add_arguments(coordinator)
     coordinator.set_defaults(run=_coordinator)
 
-    from hack.sim import options as sim_options
-
-    sim = add_parser("sim", help="replay a pod trace under placement policies")
-    sim_options.add_arguments(sim)
-    sim.set_defaults(run=_sim)
+    sim_help = "replay a pod trace under placement policies"
+    try:
+        from hack.sim import options as sim_options
+    except ModuleNotFoundError as e:  # the product image: no hack/, no simulator extras
+        # Every argument taken as a word (no option prefix), so any command line gets the
+        # one-line answer below rather than a usage error.
+        sim = add_parser("sim", help=sim_help, prefix_chars="\0")
+        sim.add_argument("ignored", nargs="*", help=argparse.SUPPRESS)
+        sim.set_defaults(run=functools.partial(_not_installed, "stowage sim", e))
+    else:
+        sim = add_parser("sim", help=sim_help)
+        sim_options.add_arguments(sim)
+        sim.set_defaults(run=_sim)
 
     from cli import plan as plan_cli
 
@@ -89,14 +97,27 @@ def build_parser(prog: str = "stowage") -> argparse.ArgumentParser:
 def _coordinator(args: argparse.Namespace) -> int:
     # aiohttp's server, numpy and the Kubernetes client load only for this command.
     if args.standalone:
-        from hack import standalone
-
+        try:
+            from hack import standalone
+        except ModuleNotFoundError as e:  # the product image: no hack/
+            return _not_installed("stowage coordinator --standalone", e, args)
         code: int = standalone.main(args)
     else:
         from coordinator import main as coordinator_main
 
         code = coordinator_main.main(args)
     return code
+
+
+def _not_installed(command: str, missing: ModuleNotFoundError, args: argparse.Namespace) -> int:
+    """One line and exit 2 where the development tooling is not installed: the container
+    image holds the agent and the coordinator only (no ``hack/``, no ``sim`` extra)."""
+    print(
+        f"{command}: needs the simulator and demo tooling ({missing.name} is not installed):"
+        " run it from a checkout, pip install -e '.[sim]'",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def _sim(args: argparse.Namespace) -> int:

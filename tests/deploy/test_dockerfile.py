@@ -1,23 +1,24 @@
 """The image's install steps match the package, checked without a container engine.
 
 The Dockerfile is read instruction by instruction: its base, its user, its entry point, what
-it copies (present in the checkout and let through .dockerignore), and the extras it
-installs, compared with what CI installs (the Makefile's recipe, as ``make -n`` prints it).
-requirements.lock must pin, with hashes, every dependency the image installs: the package's
-own, its extras', the build backend's, and theirs in turn (read from the installed
-distributions' metadata where the installed version is the one locked).
+it copies (present in the checkout and let through .dockerignore) and what it installs:
+the product alone — the agent, the coordinator and the CLI, no ``hack/`` and no extras
+(the simulator's and the demo's matplotlib, SciPy, tqdm stay out of a root agent on every
+node). requirements.lock must pin, with hashes, every dependency the image installs: the
+package's own, the build backend's, and theirs in turn (read from the installed
+distributions' metadata where the installed version is the one locked), and no package of
+the ``sim`` extra that the product does not need itself.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
+import sys
 import tomllib
 from importlib import metadata
 
-import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -28,8 +29,9 @@ from tests.deploy.manifests import REPO
 DOCKERFILE = REPO / "Dockerfile"
 LOCK = REPO / "requirements.lock"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
-TEST_TOOLS = "test"
-"""The one CI extra the image leaves out: pytest, ruff and friends run no workload."""
+PRODUCT = ("common", "agent", "coordinator", "cli")
+"""The packages the image holds; ``hack`` (simulator, demo, emulator, benches) is not one."""
+SIM_EXTRA = "sim"
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -91,33 +93,25 @@ def test_what_it_copies_exists_and_reaches_the_build_context() -> None:
     packages = {
         p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
     }
-    needed = packages | {"pyproject.toml", PYPROJECT["project"]["readme"], LOCK.name}
+    assert set(PRODUCT) <= packages
+    needed = {*PRODUCT, "pyproject.toml", PYPROJECT["project"]["readme"], LOCK.name}
     assert needed <= copied, f"not copied: {sorted(needed - copied)}"
+    assert copied & (packages - set(PRODUCT)) == set(), "the image holds the product only"
+    assert "hack" not in allowed
 
 
-def test_it_installs_the_extras_ci_installs_but_the_test_tools() -> None:
-    make = shutil.which("make")
-    if make is None:
-        pytest.skip("make not installed (it prints CI's install command)")
-    recipe = subprocess.run(
-        [make, "-s", "-n", "-B", ".venv/bin/stowage"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    (ci,) = re.findall(r"pip install .*?'?-e '?\.\[([\w,-]+)\]", recipe)
-    installs = [args for op, args in instructions() if op == "RUN"]
-    (image,) = re.findall(r"pip install [^&]*'\.\[([\w,-]+)\]'", " ".join(installs))
-    assert set(image.split(",")) == set(ci.split(",")) - {TEST_TOOLS}
-    assert set(image.split(",")) == _lock_header_extras()
+def test_it_installs_the_package_without_extras() -> None:
+    (package,) = [args for op, args in instructions() if op == "RUN" and "--no-index" in args]
+    (target,) = re.findall(r"pip install (?:--[\w-]+ )*(\S+)", package)
+    assert target == ".", f"installs {target}: the image takes no extras"
+    assert _lock_header_extras() == set()
 
 
 def test_dependencies_come_only_from_the_hashed_lock() -> None:
     runs = [args for op, args in instructions() if op == "RUN"]
     (from_lock,) = [r for r in runs if "-r requirements.lock" in r]
     assert "--require-hashes" in from_lock
-    (package,) = [r for r in runs if re.search(r"pip install [^&]*'\.\[", r)]
+    (package,) = [r for r in runs if "--no-index" in r]
     assert "--no-index" in package, "a dependency missing from the lock would be fetched"
     assert "pip check" in package
     for name, (_, hashes) in _lock().items():
@@ -126,10 +120,7 @@ def test_dependencies_come_only_from_the_hashed_lock() -> None:
 
 def test_the_lock_pins_every_dependency_of_the_image() -> None:
     lock = {name: version for name, (version, _) in _lock().items()}
-    extras = _lock_header_extras()
     wanted = [Requirement(r) for r in PYPROJECT["project"]["dependencies"]]
-    for extra in extras:
-        wanted += [Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"][extra]]
     wanted += [Requirement(r) for r in PYPROJECT["build-system"]["requires"]]
     seen: set[str] = set()
     while wanted:
@@ -143,6 +134,39 @@ def test_the_lock_pins_every_dependency_of_the_image() -> None:
             continue
         seen.add(name)
         wanted += _requires(name, lock[name], requirement.extras)
+
+
+def test_the_lock_leaves_out_the_simulators_extras() -> None:
+    """matplotlib, SciPy and tqdm (and what only they pull in) are not installed in the
+    image; requests is, since the kubernetes client needs it."""
+    lock = _lock()
+    extra = [Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"][SIM_EXTRA]]
+    product = {canonicalize_name(Requirement(r).name) for r in PYPROJECT["project"]["dependencies"]}
+    only_sim = {canonicalize_name(r.name) for r in extra} - product - {"requests"}
+    assert only_sim, "the sim extra names no package of its own"
+    assert only_sim & set(lock) == set()
+
+
+def test_without_the_tooling_the_commands_that_need_it_say_so_in_one_line() -> None:
+    """In the image there is no ``hack`` package: ``stowage --help`` works, and ``stowage
+    sim`` and ``stowage coordinator --standalone`` answer one line and exit 2."""
+    hidden = "import sys; sys.modules['hack'] = None; from cli.main import main; "
+    for argv, command in (
+        (["sim", "--seeds", "1"], "stowage sim"),
+        (["coordinator", "--standalone"], "stowage coordinator --standalone"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-c", hidden + f"sys.exit(main({argv!r}))"],
+            cwd=REPO, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert result.returncode == 2, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert line.startswith(f"{command}: needs the simulator and demo tooling"), line
+    helped = subprocess.run(
+        [sys.executable, "-c", hidden + "sys.exit(main(['--help']))"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert helped.returncode == 0 and "coordinator" in helped.stdout
 
 
 # ----------------------------------------------------------------------------- helpers
