@@ -6,9 +6,12 @@ compared with the node's capacity of the same resource.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
+
+import numpy as np
+import numpy.typing as npt
 
 from common.errors import ConfigError
 from coordinator.state.cluster import MILLI_PER_GPU, ClusterState
@@ -50,31 +53,43 @@ def request_of(pod: PodRequest, name: str) -> int:
     return pod.gpu_total_milli
 
 
-def requested_and_capacity(
-    state: ClusterState, i: int, pod: PodRequest, weights: ResourceWeights
-) -> Iterator[tuple[int, int, int]]:
-    """(weight, requested including the pod, capacity) per weighted resource the node has —
-    kube-scheduler skips resources with no capacity, and extended resources (the GPU) the
-    pod does not request."""
-    for name, weight in weights.weights.items():
-        if name == GPU and not pod.gpu_total_milli:
-            continue
-        capacity, used = capacity_and_used(state, i, name)
-        if capacity and weight:
-            yield weight, used + request_of(pod, name), capacity
+def capacities_and_used(
+    state: ClusterState, nodes: npt.NDArray[np.int64], name: str
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(capacity, in use) of one resource on each node of ``nodes``: a policy scores every
+    node a score is missing for in one pass."""
+    if name == "cpu":
+        capacity = state.cpu_cap[nodes]
+        return capacity, capacity - state.cpu_free[nodes]
+    if name == "memory":
+        capacity = state.mem_cap[nodes]
+        return capacity, capacity - state.mem_free[nodes]
+    free = state.gpu_free[nodes]
+    capacity = state.gpu_count[nodes] * MILLI_PER_GPU
+    return capacity, capacity - np.where(free > 0, free, 0).sum(axis=1)
 
 
 def weighted_average(
     state: ClusterState,
-    i: int,
+    nodes: npt.NDArray[np.int64],
     pod: PodRequest,
     weights: ResourceWeights,
-    per_resource: Callable[[int, int], int],
-) -> float:
-    """kube-scheduler's ``Σ score_r·w_r / Σ w_r`` in integer arithmetic, where
-    ``per_resource(requested, capacity)`` scores one resource 0..100."""
-    total = weight_sum = 0
-    for weight, requested, capacity in requested_and_capacity(state, i, pod, weights):
-        total += per_resource(requested, capacity) * weight
-        weight_sum += weight
-    return float(total // weight_sum) if weight_sum else 0.0
+    per_resource: Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.int64]],
+) -> npt.NDArray[np.float64]:
+    """kube-scheduler's ``Σ score_r·w_r / Σ w_r`` in integer arithmetic per node of
+    ``nodes``, where ``per_resource(requested, capacity)`` scores one resource 0..100
+    (requested including the pod). Resources a node has no capacity of are skipped, as
+    kube-scheduler skips them, and so are extended resources (the GPU) the pod does not
+    request."""
+    total = np.zeros(len(nodes), dtype=np.int64)
+    weight_sum = np.zeros(len(nodes), dtype=np.int64)
+    for name, weight in weights.weights.items():
+        if not weight or (name == GPU and not pod.gpu_total_milli):
+            continue
+        capacity, used = capacities_and_used(state, nodes, name)
+        has = capacity > 0
+        score = per_resource(used + request_of(pod, name), np.where(has, capacity, 1))
+        total += np.where(has, score * weight, 0)
+        weight_sum += np.where(has, weight, 0)
+    average = np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
+    return average.astype(np.float64)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
+
 from coordinator.scoring.base import Policy
 from coordinator.scoring.resources import ResourceWeights, weighted_average
 from coordinator.state.cluster import ClusterState
@@ -24,8 +27,18 @@ class LeastAllocated(Policy):
         self.weights = weights
 
     def score(self, state: ClusterState, i: int, pod: PodRequest) -> float:
-        return weighted_average(state, i, pod, self.weights, least_requested)
+        return float(self.score_nodes(state, pod, np.array([i]))[0])
+
+    def score_nodes(
+        self, state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        return weighted_average(state, nodes, pod, self.weights, least_requested)
 
 
-def least_requested(requested: int, capacity: int) -> int:
-    return 0 if requested > capacity else (capacity - requested) * 100 // capacity
+def least_requested(
+    requested: npt.NDArray[np.int64], capacity: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    score: npt.NDArray[np.int64] = np.where(
+        requested > capacity, 0, (capacity - requested) * 100 // capacity
+    )
+    return score
