@@ -13,6 +13,7 @@ it is made.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -202,7 +203,7 @@ def plan_preemption(
     if not len(rows):
         why = next((v.reason for v in verdicts), found.reasons[0])
         return Refusal(f"no node could take {pod.key} even empty ({why})")
-    rules = _Rules(view, level, settings, now)
+    rules = _Rules(view, level, settings, now, capped=True)
     why = f"makes room for {pod.key} ({level.name.lower()})"
     best, cut = _search(rules, pod, question, rows, None, False, why, deadline)
     if not best and cut:
@@ -266,7 +267,7 @@ def narrow_victims(
     if not len(rows):
         return {}
     found = judge(state, view.policy, pod.request, rows, view.signals)
-    rules = _Rules(view, level, settings, now)
+    rules = _Rules(view, level, settings, now, capped=True)
     why = f"proposed by kube-scheduler for {pod.key} ({level.name.lower()})"
     best, _ = _search(
         rules, pod, question, rows[~found.unresolvable], proposed, True, why, deadline
@@ -339,10 +340,18 @@ class _Rules:
     """The per-pod rules for one round, each worked out once per pod."""
 
     def __init__(
-        self, view: ClusterView, displacer: int, settings: EvictionSettings, now: float
+        self,
+        view: ClusterView,
+        displacer: int,
+        settings: EvictionSettings,
+        now: float,
+        capped: bool = False,
     ) -> None:
         self.view = view
         self.displacer = displacer
+        self.capped = capped
+        """Only sets the executor's caps could ever let through whole (a preemption round
+        is all or nothing): a larger plan would be held back every cycle, never run."""
         self.settings = settings
         self.now = now
         self._allowed: dict[str, bool] = {}
@@ -424,7 +433,23 @@ class _Rules:
                 spent[k] = spent.get(k, 0) + 1
                 if spent[k] > view.budgets[k].allowed:
                     return None
+        if self.capped and not self._within_caps(taken):
+            return None
         return tuple(taken)
+
+    def _within_caps(self, taken: Sequence[str]) -> bool:
+        """Whether a fresh cycle's caps and a full token bucket take the whole set:
+        ``max_per_cycle``, ``eviction_burst``, ``max_per_node_per_cycle`` and
+        ``max_per_namespace_per_cycle``."""
+        s = self.settings
+        if len(taken) > min(s.max_per_cycle, s.eviction_burst):
+            return False
+        nodes = Counter(self.view.held[u].node for u in taken)
+        namespaces = Counter(self.view.pods[u].namespace for u in taken)
+        return (
+            max(nodes.values(), default=0) <= s.max_per_node_per_cycle
+            and max(namespaces.values(), default=0) <= s.max_per_namespace_per_cycle
+        )
 
     def cost(self, taken: Sequence[str], chosen: Sequence[str]) -> tuple[float, ...]:
         """(victims, sum of their levels, work lost since their checkpoints, gang members

@@ -93,6 +93,21 @@ def pdb(name: str, match: dict[str, str], allowed: int, namespace: str = "ns") -
     }
 
 
+def roomy_caps(**evictions: Any) -> CoordinatorSettings:
+    """Settings whose caps per cycle let a plan of up to 32 victims through whole (a
+    plan larger than the caps allow is never made), with ``evictions`` besides."""
+    caps = {
+        "max_per_cycle": 32,
+        "max_per_node_per_cycle": 32,
+        "max_per_namespace_per_cycle": 32,
+        "eviction_burst": 32,
+        **evictions,
+    }
+    return CoordinatorSettings(
+        policy=PolicySettings(name="most-allocated"), evictions=EvictionSettings(**caps)
+    )
+
+
 @dataclass
 class EvictRig:
     """A live cluster fed by hand."""

@@ -23,7 +23,16 @@ from coordinator.eviction.view import given_back
 from coordinator.live.decisions import judge
 from coordinator.state.podfacts import budget_of
 from coordinator.state.signals import NodeSignals
-from tests.coordinator.eviction.evictrig import H100, NOW, EvictRig, node, pdb, pod, podgroup
+from tests.coordinator.eviction.evictrig import (
+    H100,
+    NOW,
+    EvictRig,
+    node,
+    pdb,
+    pod,
+    podgroup,
+    roomy_caps,
+)
 
 HIGH = 10_000
 MEDIUM = 1_000
@@ -584,7 +593,7 @@ class SteppingClock:
 def test_the_deadline_cuts_the_search_and_says_so(seconds: float, planned: bool) -> None:
     """Sixteen 4-CPU pods fill the node and the pod needs all 64 CPUs: the only set is
     all sixteen, found after every smaller size was tried."""
-    rig = EvictRig().nodes(node("cpu-a", cpu="64", gpus=0))
+    rig = EvictRig(settings=roomy_caps()).nodes(node("cpu-a", cpu="64", gpus=0))
     rig.pods(*(pod(f"c-{k}", node="cpu-a", cpu="4") for k in range(16)))
     clock = SteppingClock()
     deadline = Deadline(clock, clock() + seconds)

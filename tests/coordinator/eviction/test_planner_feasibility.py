@@ -149,3 +149,43 @@ def test_a_port_holder_freeing_no_resource_the_pod_lacks_is_still_weighed() -> N
     outcome = plan_preemption(rig.view(), rig.facts(wants), rig.evictions, NOW)
     assert isinstance(outcome, Plan)
     assert sorted(v.name for v in outcome.victims) == ["holder", "low-a"]
+
+
+# ---------------------------------------------------------------- finding 6
+
+
+def capped(**caps: int) -> EvictRig:
+    settings = CoordinatorSettings(
+        policy=PolicySettings(name="most-allocated"), evictions=EvictionSettings(**caps)
+    )
+    return EvictRig(settings=settings)
+
+
+def test_a_plan_the_caps_could_never_let_through_is_revised_to_one_they_do() -> None:
+    """Node a's two low pods are the cheapest set, but both are in namespace one, and a
+    cycle evicts at most one pod a namespace: held back every cycle, that plan would never
+    run. The plan is node b's two medium pods, one in each namespace."""
+    rig = capped(max_per_namespace_per_cycle=1).nodes(node("a"), node("b"))
+    rig.pods(
+        pod("low-1", node="a", gpus=4, namespace="one"),
+        pod("low-2", node="a", gpus=4, namespace="one"),
+        pod("mid-1", node="b", gpus=4, namespace="one", priority=1_000),
+        pod("mid-2", node="b", gpus=4, namespace="two", priority=1_000),
+    )
+    outcome = plan_preemption(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert isinstance(outcome, Plan) and outcome.node == "b"
+
+
+@pytest.mark.parametrize(
+    "caps", [{"max_per_cycle": 1}, {"max_per_node_per_cycle": 1}, {"eviction_burst": 1}]
+)
+def test_no_plan_when_no_set_fits_the_caps(caps: dict[str, int]) -> None:
+    rig = capped(**caps).nodes(node("a"))
+    rig.pods(pod("low-1", node="a", gpus=4), pod("low-2", node="a", gpus=4))
+    outcome = plan_preemption(rig.view(), rig.facts(pending()), rig.evictions, NOW)
+    assert isinstance(outcome, Refusal)
+    roomy = capped().nodes(node("a"))
+    roomy.pods(pod("low-1", node="a", gpus=4), pod("low-2", node="a", gpus=4))
+    assert isinstance(
+        plan_preemption(roomy.view(), roomy.facts(pending()), roomy.evictions, NOW), Plan
+    )

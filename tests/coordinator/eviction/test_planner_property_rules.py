@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from coordinator import feasibility
 from coordinator.eviction.plan import Plan, Refusal, plan_preemption
-from tests.coordinator.eviction.evictrig import NOW, EvictRig
+from tests.coordinator.eviction.evictrig import NOW, EvictRig, roomy_caps
 from tests.coordinator.eviction.test_planner_property import clusters, levels, rules_hold
 
 HOST = "kubernetes.io/hostname"
@@ -79,7 +79,7 @@ def fits_after(nodes: list[dict], pods: list[dict], victims: set[str], wants: di
 @given(constrained())
 def test_plans_are_the_smallest_sets_after_which_both_filters_pass(case: Any) -> None:
     nodes, pods, budgets, wants = case
-    rig = EvictRig().nodes(*nodes).pods(*pods).budgets(*budgets)
+    rig = EvictRig(settings=roomy_caps()).nodes(*nodes).pods(*pods).budgets(*budgets)
     result = plan_preemption(rig.view(), rig.facts(wants), rig.evictions, NOW)
     if fits_after(nodes, pods, set(), wants):
         assert isinstance(result, Refusal) and "without evicting anyone" in result.reason

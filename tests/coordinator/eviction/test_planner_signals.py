@@ -13,7 +13,7 @@ from coordinator.eviction import plan as planner
 from coordinator.eviction.plan import Plan, Refusal, narrow_victims, plan_preemption
 from coordinator.state.cluster import ClusterState
 from coordinator.state.signals import NodeSignals
-from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pod
+from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pod, roomy_caps
 
 CRITICAL = 2_000_000_000
 CANDIDATES = 12  # small pods on one node, more than an 8-GPU node carries
@@ -32,7 +32,7 @@ def rig(kind: str) -> tuple[EvictRig, dict[str, Any]]:
     """gpu-a: room, but its report refuses the pod; gpu-b: fine, but full of low pods.
     Both carry many evictable low pods."""
     signals, asks = refusing(kind)
-    rig = EvictRig().nodes(node("gpu-a"), node("gpu-b"))
+    rig = EvictRig(settings=roomy_caps()).nodes(node("gpu-a"), node("gpu-b"))
     rig.pods(*(pod(f"a-{k}", node="gpu-a", cpu="2") for k in range(CANDIDATES + 4)))
     rig.pods(*(pod(f"b-{k}", node="gpu-b", gpus=1) for k in range(8)))
     state = rig.cluster.state
