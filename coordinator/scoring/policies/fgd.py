@@ -16,6 +16,7 @@ from collections.abc import Hashable, Mapping
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 
 from coordinator.scoring.base import Policy
 from coordinator.scoring.fragmentation import Fragmentation
@@ -55,6 +56,18 @@ class Fgd(Policy):
 
     def score(self, state: ClusterState, i: int, pod: PodRequest) -> float:
         return float(self._best(state, i, pod)[0])
+
+    def score_nodes(
+        self, state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        """The score depends only on a node's free CPU, free milli per device and model (its
+        ``state_id``): each distinct state among ``nodes`` is scored once."""
+        if len(nodes) == 1:
+            return np.array([self._best(state, int(nodes[0]), pod)[0]], dtype=np.float64)
+        _, first, each = np.unique(state.state_id[nodes], return_index=True, return_inverse=True)
+        per_state = [self._best(state, i, pod)[0] for i in nodes[first].tolist()]
+        scores: npt.NDArray[np.float64] = np.array(per_state, dtype=np.float64)[each]
+        return scores
 
     def devices(self, state: ClusterState, i: int, pod: PodRequest) -> tuple[int, ...]:
         if pod.sharing:
