@@ -31,6 +31,7 @@ from common import codec
 from common.errors import ConfigError
 from common.schema import MAX_BE_PODS, SCHEMA_VERSION, Absent, Directives, LocalBounds, NodeReport
 from tests.hosts import FakeClock
+from tests.kit import eventually
 
 NODE = "node-a"
 SECRET = "s3cr3t-token-value"
@@ -96,17 +97,6 @@ class GatedSleep:
 async def no_sleep(delays: list[float], delay: float) -> None:
     delays.append(delay)
     await asyncio.sleep(0)
-
-
-async def eventually(pred: Callable[[], bool]) -> None:
-    """Yield until ``pred`` holds; the timeout only guards against a hung test.
-
-    Polling is deliberate: the reporter exposes no completion hook, and metrics are the
-    observable outcome the agent's operators see too.
-    """
-    async with asyncio.timeout(10):
-        while not pred():  # noqa: ASYNC110
-            await asyncio.sleep(0.001)
 
 
 @dataclass

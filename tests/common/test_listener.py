@@ -23,6 +23,7 @@ from aiohttp import web
 from common import listener
 from common.errors import ConfigError
 from common.listener import Limits, Listener
+from tests.kit import eventually as until
 
 SHORT = 0.3
 """The read deadline in these tests (seconds)."""
@@ -80,17 +81,6 @@ async def serve() -> AsyncIterator[Serve]:
     yield start
     for site in started:
         await site.stop()
-
-
-async def until(check: Callable[[], bool], what: str) -> None:
-    """Poll until ``check()`` holds; fail naming ``what`` after :data:`WAIT_S`."""
-    deadline = asyncio.get_running_loop().time() + WAIT_S
-    while True:
-        if check():
-            return
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"not within {WAIT_S:g} s: {what}")
-        await asyncio.sleep(0.01)
 
 
 async def closed_by_server(reader: asyncio.StreamReader) -> bytes:

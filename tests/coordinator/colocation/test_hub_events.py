@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from kubernetes import client
@@ -22,6 +21,7 @@ from coordinator.metrics import CoordinatorMetrics
 from hack.kubeapi import KubeApi
 from hack.kubeapi.resources import EVENTS
 from tests.hosts import FakeClock
+from tests.kit import eventually as until
 
 NAMESPACE = "stowage-system"
 
@@ -50,14 +50,6 @@ def recorder(kube: KubeApi) -> Iterator[EventRecorder]:
 
 def change(quota_m: int | None, kind: Change, reason: str) -> Throttle:
     return Throttle(quota_m=quota_m, reason=reason, changed_at=1.0, change=kind)
-
-
-async def until(condition: Any) -> None:
-    """Wait (bounded) for the writer task to have done its work. Polled: the Events land
-    in the emulator's store from its own thread, which has no event to wait on."""
-    async with asyncio.timeout(10):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
 
 
 async def test_each_change_is_an_event_on_its_node(kube: KubeApi, recorder: EventRecorder) -> None:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 from aiohttp import web
@@ -65,8 +65,8 @@ from coordinator.nodeview import NODE_VIEW
 from coordinator.services import Services
 from hack.kubeapi import KubeApi, errors
 from hack.kubeapi.resources import LEASES, NODES
+from tests.kit import eventually
 
-T = TypeVar("T")
 GIB = 2**30
 MIB = 2**20
 NAMESPACE = "stowage-system"
@@ -399,21 +399,6 @@ class Coordinator:
 
 
 # ------------------------------------------------------------------ waiting, kubectl
-
-
-async def eventually(
-    check: Callable[[], T], what: str, timeout_s: float = 10.0, every_s: float = 0.02
-) -> T:
-    """Poll ``check`` until it returns something true; fail naming ``what`` after
-    ``timeout_s``. The only time assertion tests make: it happened before this deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:g} s: {what}")
-        await asyncio.sleep(every_s)
 
 
 async def publisher_ticks(coordinator: Coordinator, n: int = 3) -> None:

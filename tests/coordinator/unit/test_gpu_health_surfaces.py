@@ -29,6 +29,7 @@ from hack.kubeapi import KubeApi
 from hack.kubeapi.resources import EVENTS
 from tests.coordinator.scoring.test_gpuhealth import report
 from tests.hosts import FakeClock
+from tests.kit import eventually as until
 
 NODE = "gpu-node-00000"
 XID_79 = {"xid_recent": [XidSeen(xid=79, age_s=40.0)], "xid_critical": 1, "last_xid": 79}
@@ -139,14 +140,6 @@ def recorder(kube: KubeApi) -> Iterator[EventRecorder]:
         yield EventRecorder(
             client.CoreV1Api(api), fence, clock, EventSettings(), CoordinatorMetrics()
         )
-
-
-async def until(condition: Any) -> None:
-    """Wait (bounded) for the writer task; the Events land in the emulator's store from its
-    own thread, which has no event to wait on."""
-    async with asyncio.timeout(10):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
 
 
 async def test_the_leader_writes_the_event_on_the_node(
