@@ -20,16 +20,12 @@ import pytest
 import yaml
 
 from hack.demo.main import NODE_LIST, POD_LIST
+from tests.kit import free_port
 from tests.sim.simfiles import need
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def free_port() -> int:
-    with socket.create_server(("127.0.0.1", 0)) as s:
-        return int(s.getsockname()[1])
 
 
 def demo_args(out: Path, *extra: str) -> list[str]:

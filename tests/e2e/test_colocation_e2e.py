@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from hack.bench import colocation_rig as rig
-from hack.waiting import until
+from tests.kit import until
 from tests.realcgroup import RealCgroupTree
 
 WINDOW_S = 3.0

@@ -16,6 +16,7 @@ from kubernetes import client, config
 
 from hack.kubeapi.__main__ import parse_args
 from hack.kubeapi.kubeconfig import write_kubeconfig
+from tests.kit import free_port
 from tests.kubeapi.kubeapi_support import needs_kubectl
 
 
@@ -60,12 +61,6 @@ def test_the_module_serves_seeded_nodes_and_tokens(tmp_path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         proc.stdout.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @needs_kubectl

@@ -35,8 +35,8 @@ from coordinator.kube.leader import Fence
 from coordinator.metrics import CoordinatorMetrics
 from hack.cluster import coordinator
 from hack.cluster.controlplane import Program
-from hack.waiting import until
 from tests.coordinator.integration.integration_rig import GIB, node_report
+from tests.kit import until
 from tests.realcluster import kit
 
 OWNER = "test-coordinator"

@@ -22,7 +22,7 @@ from kubernetes import client, config
 from coordinator.kube.evictions import Evictor, Outcome
 from coordinator.kube.leader import Fence
 from hack.cluster import coordinator
-from hack.waiting import until
+from tests.kit import until
 from tests.realcluster import kit
 
 OWNER = "test-evictions"

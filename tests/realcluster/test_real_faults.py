@@ -27,7 +27,7 @@ from coordinator.state.podrequest import PodRequest
 from hack.cluster import coordinator, scheduling
 from hack.cluster.controlplane import Program
 from hack.cluster.slowlink import SlowLink
-from hack.waiting import until
+from tests.kit import until
 from tests.realcluster import kit
 
 OWNER = "test-faults"

@@ -17,8 +17,7 @@ import pytest
 from kubernetes import client
 
 from hack.cluster import coordinator
-from hack.ports import free_port
-from hack.waiting import until
+from tests.kit import free_port, until
 from tests.realcluster import kit
 
 OWNER = "test-podgroups"

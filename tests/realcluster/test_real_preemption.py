@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client
 
 from hack.cluster import coordinator, scheduling
-from hack.waiting import until
+from tests.kit import until
 from tests.realcluster import kit
 
 OWNER = "test-preemption"

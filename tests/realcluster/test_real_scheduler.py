@@ -28,8 +28,8 @@ from coordinator.state.cluster import NodeSpec
 from coordinator.state.podrequest import PodRequest
 from hack.cluster import coordinator, scheduling
 from hack.demo.workload import sample_nodes
-from hack.ports import free_port
 from hack.sim import arrivals, trace
+from tests.kit import free_port
 from tests.realcluster import kit
 
 OWNER = "test-scheduler"

@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,18 +19,12 @@ import pytest
 
 from tests.coordinator.integration import integration_rig as rig
 from tests.coordinator.integration.conftest import Start
+from tests.kit import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
 NODES = ("worker-1", "worker-2")
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{rig.NAMESPACE}/leases"
 TIMINGS = rig.SHORT_LEADER  # lease 2 s, renew deadline 1.5 s, retry 0.3 s
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture

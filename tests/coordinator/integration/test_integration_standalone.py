@@ -20,9 +20,8 @@ import pytest
 
 from common import annotations as ann
 from hack.bench.colocation_rig import Lines
-from hack.ports import free_port
-from hack.waiting import until
 from tests.coordinator.integration.integration_rig import KUBECTL
+from tests.kit import free_port, until
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[3]
