@@ -62,7 +62,13 @@ from common.clock import SystemClock
 from coordinator import eventloop
 from coordinator.app import make_app, settle_heap
 from coordinator.auth import NoAuth
-from coordinator.config import CoordinatorSettings, PolicySettings, SignalSettings
+from coordinator.config import (
+    CoordinatorSettings,
+    ExtenderSettings,
+    PolicySettings,
+    SignalSettings,
+)
+from coordinator.extender.handling import MAX_NODES_PER_REQUEST
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.services import Services
@@ -287,6 +293,9 @@ def build_services(nodes: int, bound: int, policy: str, seed: int) -> Services:
         policy=PolicySettings(name=policy),
         # Signals stay fresh for the whole run (agents would keep reporting).
         signals=SignalSettings(report_ttl_s=24 * 3600.0),
+        # Every node offered in one call, as extender.max_nodes_per_request allows when
+        # raised for a cluster this size (15,000 by default).
+        extender=ExtenderSettings(max_nodes_per_request=max(nodes, MAX_NODES_PER_REQUEST)),
     )
     clock = SystemClock()
     metrics = CoordinatorMetrics()
