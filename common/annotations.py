@@ -43,6 +43,10 @@ BE_CPU_QUOTA_REASON: Final = PREFIX + "be-cpu-quota-reason"
 BATCH_CPU: Final = PREFIX + "batch-cpu"
 GPU_HEALTH: Final = PREFIX + "gpu-health"
 GPU_HEALTH_REASON: Final = PREFIX + "gpu-health-reason"
+CONSOLIDATE: Final = PREFIX + "consolidate"
+"""Written by the utilisation patrol (:mod:`coordinator.consolidation`), not the publisher:
+``window=1h,mean=23.4,peak=41.0,threshold=70;at=…`` while a node stays under the threshold."""
+CONSOLIDATE_REASON: Final = PREFIX + "consolidate-reason"
 KEYS: Final = (
     FULLNESS,
     CONTIGUITY,

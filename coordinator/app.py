@@ -27,6 +27,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator import debug, ingest, ui
+from coordinator.consolidation import marker, patrol
 from coordinator.eviction.cycle import Cycle
 from coordinator.eviction.executor import Executor
 from coordinator.extender import kube as kube_extender
@@ -324,6 +325,30 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
             name="stowage-gpu-health-events",
         )
     )
+    if settings.patrol.enabled:  # every replica samples; the leader marks (advisory only)
+        watch = patrol.Patrol(services.cluster, settings.patrol, services.clock)
+        marks = marker.Marker(
+            watch,
+            marker.marked_nodes(app[API_CLIENT]),
+            publisher.merge_patcher(app[API_CLIENT]),
+            recorder,
+            elector.fence,
+            settings.patrol,
+            services.metrics,
+            services.clock,
+        )
+        tasks.append(
+            asyncio.create_task(
+                marker.run(
+                    watch,
+                    marks,
+                    lambda: list(services.cluster.specs),
+                    services.leader,
+                    services.clock,
+                ),
+                name="stowage-patrol",
+            )
+        )
     yield
     for task in reversed(tasks):  # stop publishing and evicting before giving the lease back
         task.cancel()

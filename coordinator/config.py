@@ -569,6 +569,34 @@ class ExtenderSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PatrolSettings:
+    """The utilisation patrol (:mod:`coordinator.consolidation`): which nodes stayed under
+    ``threshold_pct`` for a window, marked on the Node (``stowage.io/consolidate``, an Event,
+    a metric) by the leader. Marking is advisory: nothing is cordoned or drained."""
+
+    enabled: bool = True
+    threshold_pct: float = 70.0
+    """A node whose mean utilisation over a window is below this is a candidate."""
+    window: str = "1h"
+    """The shortest window that marks a node (5m, 1h or 1d); longer ones mark too, and the
+    mark names the longest."""
+    min_coverage: float = 0.9
+    """Share of a window's buckets that must hold samples before it judges a node: a node
+    watched for less (just joined, agent silent, this replica just started) is not marked."""
+    max_patches_per_s: float = 2.0
+    """Cluster-wide cap on the patrol's Node patches, beside the publisher's own."""
+
+    def __post_init__(self) -> None:
+        _positive("patrol", max_patches_per_s=self.max_patches_per_s)
+        if not 0 < self.threshold_pct <= 100:
+            raise ConfigError("patrol.threshold_pct: expected more than 0, up to 100")
+        if self.window not in ("5m", "1h", "1d"):
+            raise ConfigError(f"patrol.window: expected 5m, 1h or 1d, got {self.window!r}")
+        if not 0 < self.min_coverage <= 1:
+            raise ConfigError("patrol.min_coverage: expected more than 0, up to 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinatorSettings:
     listen: str = "0.0.0.0:8080"
     policy: PolicySettings = field(default_factory=PolicySettings)
@@ -582,6 +610,7 @@ class CoordinatorSettings:
     server: ServerSettings = field(default_factory=ServerSettings)
     evictions: EvictionSettings = field(default_factory=EvictionSettings)
     extender: ExtenderSettings = field(default_factory=ExtenderSettings)
+    patrol: PatrolSettings = field(default_factory=PatrolSettings)
 
     def __post_init__(self) -> None:
         _check_address("listen", self.listen)

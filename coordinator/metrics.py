@@ -166,5 +166,18 @@ class CoordinatorMetrics:
             "Preemption plans published on their pending pods, awaiting approval.",
             registry=r,
         )
+        self.consolidation_candidates = Gauge(
+            "stowage_consolidation_candidates",
+            "Nodes the utilisation patrol finds under patrol.threshold_pct, by the longest"
+            " window they stayed under (5m, 1h, 1d).",
+            ["window"],
+            registry=r,
+        )
+        self.consolidation_marks = Counter(
+            "stowage_consolidation_marks",
+            "stowage.io/consolidate marks the leader wrote on Nodes, by action (marked, cleared).",
+            ["action"],
+            registry=r,
+        )
         self.nodes = NodeGauges()
         r.register(self.nodes)
