@@ -86,6 +86,12 @@ def build_parser(prog: str = "stowage") -> argparse.ArgumentParser:
     colocation_cli.add_arguments(colocation)
     colocation.set_defaults(run=colocation_cli.main)
 
+    from cli import patrol as patrol_cli
+
+    patrol = add_parser("patrol", help="each node's utilisation over a window, and a PNG heatmap")
+    patrol_cli.add_arguments(patrol)
+    patrol.set_defaults(run=patrol_cli.main)
+
     from cli import top as top_cli
 
     top = add_parser("top", help="every node's fullness, fragmentation, pressure, staleness")

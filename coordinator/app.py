@@ -27,7 +27,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator import debug, ingest, ui
-from coordinator.consolidation import marker, patrol
+from coordinator.consolidation import marker, patrol, view
 from coordinator.eviction.cycle import Cycle
 from coordinator.eviction.executor import Executor
 from coordinator.extender import kube as kube_extender
@@ -66,6 +66,7 @@ def make_app(
         kube_extender.add_routes(app)
     volcano_extender.add_routes(app)
     app[NODE_VIEW] = NodeView(services.cluster)
+    app[view.PATROL] = patrol.Patrol(services.cluster, services.settings.patrol, services.clock)
     app[LOOP_LAG] = LoopLag(services.clock)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -92,15 +93,22 @@ def make_extender_app(services: Services) -> web.Application:
     return app
 
 
-def make_debug_app(services: Services, node_view: NodeView | None = None) -> web.Application:
+def make_debug_app(
+    services: Services, node_view: NodeView | None = None, watch: patrol.Patrol | None = None
+) -> web.Application:
     """``/debug/*`` and ``/ui`` alone, for the debug listener (``server.debug_listen``).
     ``node_view`` is the main application's, so that ``/debug/nodes`` and the per-node
-    gauges in ``/metrics`` share one view (and its cache of pod shapes). Read-only:
+    gauges in ``/metrics`` share one view (and its cache of pod shapes); ``watch`` is its
+    utilisation patrol, whose windows ``/debug/patrol`` shows. Read-only:
     background tasks run in the main application only."""
     app = web.Application()
     app[SERVICES] = services
     app[NODE_VIEW] = node_view if node_view is not None else NodeView(services.cluster)
+    app[view.PATROL] = watch or patrol.Patrol(
+        services.cluster, services.settings.patrol, services.clock
+    )
     debug.add_routes(app)
+    view.add_routes(app)
     ui.add_routes(app)
     return app
 
@@ -326,7 +334,7 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
         )
     )
     if settings.patrol.enabled:  # every replica samples; the leader marks (advisory only)
-        watch = patrol.Patrol(services.cluster, settings.patrol, services.clock)
+        watch = app[view.PATROL]
         marks = marker.Marker(
             watch,
             marker.marked_nodes(app[API_CLIENT]),

@@ -47,7 +47,7 @@ class Patrol:
 
     def __init__(self, cluster: LiveCluster, settings: PatrolSettings, clock: Clock) -> None:
         self._cluster = cluster
-        self._settings = settings
+        self.settings = settings
         self._clock = clock
         self.windows: dict[str, NodeWindows] = {}
 
@@ -78,7 +78,7 @@ class Patrol:
     def candidates(self) -> list[Candidate]:
         """The nodes whose mean utilisation stayed under the threshold over a window at
         least as long as ``window``, each with the longest such window; sorted by name."""
-        settings = self._settings
+        settings = self.settings
         shortest = BY_NAME[settings.window]
         judged = [w for w in WINDOWS if w.span_s >= shortest.span_s]
         found = []
@@ -92,12 +92,16 @@ class Patrol:
         return found
 
     def _under(self, summary: Summary) -> bool:
-        settings = self._settings
+        settings = self.settings
         return (
             summary.coverage >= settings.min_coverage
             and not math.isnan(summary.mean_pct)
             and summary.mean_pct < settings.threshold_pct
         )
+
+    def nodes(self) -> list[str]:
+        """The nodes of the cluster now that were ever sampled."""
+        return [n for n in self.windows if n in self._cluster.specs]
 
     def heat(self, window: Window, names: Iterable[str]) -> dict[str, list[float]]:
         """One row of bucket means per node (oldest first, NaN where unsampled)."""

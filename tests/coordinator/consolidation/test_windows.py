@@ -48,6 +48,10 @@ def test_the_heat_row_is_oldest_first_with_gaps_unsampled() -> None:
     w.observe(80.0, 30.0)
     row = w.heat(window, now=100.0)
     assert row[0] == 40.0 and math.isnan(row[1]) and row[2] == 20.0 and math.isnan(row[3])
+    # A lap later the first bucket's slot holds an old span: unsampled, not 40.
+    later = w.heat(window, now=130.0)
+    assert math.isnan(later[0]) and later[1] == 20.0 and math.isnan(later[2])
+    assert math.isnan(later[3])
 
 
 def test_a_day_of_samples_takes_no_more_room_than_one() -> None:
