@@ -10,6 +10,7 @@ import pytest
 from coordinator.config import CoordinatorSettings
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
+from coordinator.state import reports
 from coordinator.state.podrequest import PodRequest
 from coordinator.state.reports import signals_of
 from hack.bench.ingest import gpu_node
@@ -158,3 +159,22 @@ def test_explain_shows_the_agents_date_and_the_receipt_age(
         "measured_at": clock.wall() - 3605,
         "received_s_ago": 5.0,
     }
+
+
+def test_nodes_reporting_equal_nvlinks_share_one_matrix(cluster: LiveCluster) -> None:
+    """Every node's signals are held until its next report: equal link matrices are one
+    object, not one copy per node (~940 bytes each for 8 GPUs)."""
+    for node in NODES:
+        cluster.apply_report(build_report(node))
+    a, b = (cluster.signals[n].gpu_links for n in NODES)
+    report = build_report("gpu-a")
+    assert report.gpus.nvlinks  # type: ignore[union-attr]
+    assert a == tuple(tuple(row) for row in report.gpus.nvlinks)  # type: ignore[union-attr]
+    assert a is b
+
+
+def test_the_shared_nvlink_matrices_are_bounded() -> None:
+    """A node sending a new matrix with every report keeps no more than the bound of them."""
+    for k in range(reports._SHARED_LINKS_MAX + 10):
+        assert reports._links([[k, 1], [1, k]]) == ((k, 1), (1, k))
+    assert len(reports._shared_links) <= reports._SHARED_LINKS_MAX
