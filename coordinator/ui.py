@@ -1,16 +1,19 @@
 """``GET /ui``: the live node map, one self-contained page (``nodemap.html``).
 
-The page draws one tile per node from ``GET /debug/nodes``, which it polls; it asks for
-it by a relative URL, so the map works wherever the debug listener's root is reached,
+The page draws one tile per node from ``GET /debug/nodes``, and below them the
+utilisation patrol's heatmap from ``GET /debug/patrol`` (a row per node, a cell per
+bucket of the chosen window, candidates in bold), both polled; it asks for them by
+relative URLs, so the map works wherever the debug listener's root is reached,
 under a path prefix too. It is served like ``/debug/*``, on the debug listener only
 (``server.debug_listen``, 127.0.0.1:8081 by default: reach it with ``kubectl
 port-forward``, the caller's own Kubernetes credentials in front of it), and carries no
 data itself. What the
 page shows is kept in the URL's fragment, so a link opens the same view:
-``/ui#q=a100&stale=1&throttled=1&gpu=1&by=psi_cpu&every=5`` (name or GPU model
+``/ui#q=a100&stale=1&throttled=1&gpu=1&by=psi_cpu&every=5&pw=1d`` (name or GPU model
 substring, the three toggles, the signal tiles are coloured by — ``fullness``,
-``gpu_frag_milli``, ``contiguity``, ``psi_cpu``, ``psi_memory`` — and seconds between
-polls, 1 to 3600; what the fragment cannot mean is the default view).
+``gpu_frag_milli``, ``contiguity``, ``psi_cpu``, ``psi_memory`` — seconds between
+polls, 1 to 3600, and the patrol's window, ``5m``, ``1h`` or ``1d``; what the fragment
+cannot mean is the default view).
 
 Nothing is fetched from anywhere else: CSS and JavaScript are inline, and the
 Content-Security-Policy sent with the page says so to the browser — only that one

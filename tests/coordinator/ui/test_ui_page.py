@@ -49,6 +49,13 @@ NODES: list[dict[str, Any]] = [
 ]  # fmt: skip
 """Every kind of node: without GPUs, never reported, throttled, stale, signals missing."""
 
+PATROL: dict[str, Any] = {
+    "window": {"name": "1h", "bucket_s": 300.0, "buckets": 12},
+    "threshold_pct": 70.0,
+    "nodes": [],
+}
+"""The patrol's answer beside them (no node sampled yet, unless a test says otherwise)."""
+
 TOP_COLOUR = "rgb(253, 231, 37)"
 BOTTOM_COLOUR = "rgb(68, 1, 84)"
 
@@ -62,6 +69,8 @@ class Coordinator:
     status: int = 200
     asked: int = 0
     runner: web.AppRunner | None = None
+    patrol: dict[str, Any] = field(default_factory=lambda: dict(PATROL))
+    patrol_asked: list[str] = field(default_factory=list)
 
 
 @pytest.fixture
@@ -76,7 +85,14 @@ async def coordinator() -> AsyncIterator[Coordinator]:
 
     app = web.Application()
     ui.add_routes(app)
+
+    async def patrol(request: web.Request) -> web.Response:
+        served.patrol_asked.append(request.query.get("window", ""))
+        status = 503 if "error" in served.patrol else 200
+        return web.json_response(served.patrol, status=status)
+
     app.router.add_get("/debug/nodes", nodes)
+    app.router.add_get("/debug/patrol", patrol)
     served.runner = runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
