@@ -72,6 +72,8 @@ class Coordinator:
         self.program: Program | None = None
 
     def start(self) -> str:
+        if self.program is not None:  # killed: gone before a new one takes its port, or
+            self.program.process.wait(10)  # readiness would be answered by the dying one
         program, url = self._stack.enter_context(
             coordinator.running(
                 self._cluster.plane, self._kubeconfig, SETTINGS, port=self.port or None
