@@ -12,6 +12,10 @@ GPU fragmentation (FGD, milli-GPU typical pods could not use), the share of free
 2 MiB blocks, CPU and memory stall (PSI some, %), whether best-effort pods are throttled,
 and the age of the latest report (``*``: stale, its signals unknown; ``-``: no agent has
 reported). ``!`` after the GPUs: some of them are unhealthy, not offered to new GPU pods.
+
+``--queues`` prints instead each queue's cost over a patrol window (``--window``: 5m, 1h
+or 1d; ``GET /debug/patrol/queues``): CPU core-hours and GPU-hours its pods used and
+were allocated, and the share used (a queue is a Volcano PodGroup's, else a namespace).
 Exits 0, or 2 with one line when the coordinator cannot be asked or an option is wrong.
 """
 
@@ -47,6 +51,11 @@ COLUMNS: Final = (
     ("PSI-C", 6), ("PSI-M", 6), ("THR", 3), ("AGE", 6),
 )  # fmt: skip
 """Header and width of each column: with a space between, 80 columns in all."""
+QUEUE_COLUMNS: Final = (
+    ("QUEUE", 20), ("CPU-H USED", 11), ("ALLOC", 10), ("USE", 5),
+    ("GPU-H USED", 11), ("ALLOC", 10), ("USE", 5),
+)  # fmt: skip
+"""The ``--queues`` table's columns, 78 wide."""
 CLEAR: Final = "\x1b[H\x1b[2J"
 """ANSI: cursor home, clear the screen (``--watch`` redraws in place)."""
 
@@ -59,6 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--filter", help="only nodes whose name or GPU model contains this")
     parser.add_argument(
         "--limit", type=_positive_int, help="show only the first N rows (default: all)"
+    )
+    parser.add_argument(
+        "--queues", action="store_true", help="each queue's CPU- and GPU-hours instead of nodes"
+    )
+    parser.add_argument(
+        "--window", default="1h", choices=("5m", "1h", "1d"), help="the window of --queues"
     )
     parser.add_argument(
         "--watch",
@@ -79,18 +94,26 @@ def main(
     params = {"filter": args.filter} if args.filter else {}
     try:
         while True:
+            what, path = (
+                ("queue", "/debug/patrol/queues") if args.queues else ("node", "/debug/nodes")
+            )
             try:
-                answer = debugask.ask(args.coordinator, "/debug/nodes", params)
+                answer = debugask.ask(
+                    args.coordinator, path, {"window": args.window} if args.queues else params
+                )
             except debugask.AskError as e:
                 print(f"stowage top: {e}", file=sys.stderr)
                 return 2
-            nodes = answer.get("nodes") if isinstance(answer, dict) else None
-            if not isinstance(nodes, list):
-                print(f"stowage top: {args.coordinator} sent no node list", file=sys.stderr)
+            rows = answer.get(f"{what}s") if isinstance(answer, dict) else None
+            if not isinstance(rows, list):
+                print(f"stowage top: {args.coordinator} sent no {what} list", file=sys.stderr)
                 return 2
             if args.watch is not None:
                 out.write(CLEAR)
-            out.write(table(nodes, args.sort, args.limit))
+            if args.queues:
+                out.write(queue_table(rows, answer["window"]["name"], args.limit))
+            else:
+                out.write(table(rows, args.sort, args.limit))
             out.flush()
             if args.watch is None:
                 return 0
@@ -126,6 +149,24 @@ def table(tiles: Sequence[Tile], sort: str, limit: int | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def queue_table(queues: Sequence[Mapping[str, Any]], window: str, limit: int | None) -> str:
+    """The header line, the column titles and one row per queue, most GPU-hours
+    allocated first (then CPU-hours, then name)."""
+    rows = sorted(queues, key=lambda q: (-q["gpu_allocated_h"], -q["cpu_allocated_h"], q["queue"]))
+    lines = [
+        f"{len(queues)} queues over the last {window}; most GPU-hours allocated first",
+        _line([title for title, _ in QUEUE_COLUMNS], QUEUE_COLUMNS),
+    ]
+    for q in rows[:limit]:
+        cells = [q["queue"]]
+        for kind in ("cpu", "gpu"):
+            used, allocated = q[f"{kind}_used_h"], q[f"{kind}_allocated_h"]
+            share = f"{100 * used / allocated:.0f}%" if allocated else "-"
+            cells += [f"{used:.2f}", f"{allocated:.2f}", share]
+        lines.append(_line(cells, QUEUE_COLUMNS))
+    return "\n".join(lines) + "\n"
+
+
 def _cells(t: Tile) -> list[str]:
     gpus = f"{t['gpu_free_milli'] / 1000:.1f}/{t['gpus']}" if t["gpus"] else "-"
     if t.get("gpu_unhealthy"):
@@ -145,13 +186,15 @@ def _cells(t: Tile) -> list[str]:
     ]
 
 
-def _line(cells: Sequence[str]) -> str:
-    """Cells in their columns: text left, numbers right, cut to fit with ``~``."""
+def _line(cells: Sequence[str], columns: Sequence[tuple[str, int]] = COLUMNS) -> str:
+    """Cells in their columns: text left (the first two of the nodes' table, the first
+    of the queues'), numbers right, cut to fit with ``~``."""
     out = []
-    for i, (cell, (_, width)) in enumerate(zip(cells, COLUMNS, strict=True)):
+    left = 2 if columns is COLUMNS else 1
+    for i, (cell, (_, width)) in enumerate(zip(cells, columns, strict=True)):
         if len(cell) > width:
             cell = cell[: width - 1] + "~"
-        out.append(cell.ljust(width) if i < 2 else cell.rjust(width))
+        out.append(cell.ljust(width) if i < left else cell.rjust(width))
     return " ".join(out).rstrip()
 
 

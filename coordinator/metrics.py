@@ -179,5 +179,19 @@ class CoordinatorMetrics:
             ["action"],
             registry=r,
         )
+        self.queue_cpu_hours = Gauge(
+            "stowage_queue_cpu_hours",
+            "CPU core-hours each queue's pods held (allocated: requested) and used (measured,"
+            " split by request) over a patrol window (5m, 1h, 1d).",
+            ["queue", "window", "kind"],
+            registry=r,
+        )
+        self.queue_gpu_hours = Gauge(
+            "stowage_queue_gpu_hours",
+            "GPU-hours each queue's pods held (allocated) and used (measured utilisation,"
+            " split by request) over a patrol window (5m, 1h, 1d).",
+            ["queue", "window", "kind"],
+            registry=r,
+        )
         self.nodes = NodeGauges()
         r.register(self.nodes)

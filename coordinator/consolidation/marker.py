@@ -26,6 +26,7 @@ from typing import Any, Final
 from common import annotations as ann
 from common.clock import Clock
 from coordinator.config import PatrolSettings
+from coordinator.consolidation import cost
 from coordinator.consolidation.patrol import SAMPLE_S, Candidate, Patrol
 from coordinator.consolidation.windows import WINDOWS
 from coordinator.kube.client import KubeError, translate
@@ -205,6 +206,7 @@ async def run(
             # cluster's dicts and stays on it). Nothing else touches the windows meanwhile.
             candidates = await asyncio.to_thread(patrol.candidates)
             count(candidates, marker.metrics)
+            cost.publish(patrol.costs, clock.monotonic(), marker.metrics)
         if leader.is_set():
             term = term or await marker.start_term()
             if term:

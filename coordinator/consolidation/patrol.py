@@ -25,6 +25,7 @@ from typing import Final
 
 from common.clock import Clock
 from coordinator.config import PatrolSettings
+from coordinator.consolidation.cost import QueueCosts
 from coordinator.consolidation.windows import BY_NAME, WINDOWS, NodeWindows, Summary, Window
 from coordinator.kube.publisher import fullness_pct
 from coordinator.live import LiveCluster
@@ -50,10 +51,12 @@ class Patrol:
         self.settings = settings
         self._clock = clock
         self.windows: dict[str, NodeWindows] = {}
+        self.costs = QueueCosts()
+        """Each queue's CPU- and GPU-hours, sampled with the nodes."""
 
     def sample(self) -> int:
-        """Take one sample of every node with a fresh report, forget nodes gone from the
-        cluster; return how many were sampled."""
+        """Take one sample of every node with a fresh report (and of every queue's
+        hours), forget nodes gone from the cluster; return how many nodes were sampled."""
         cluster, now = self._cluster, self._clock.monotonic()
         for gone in [n for n in self.windows if n not in cluster.specs]:
             del self.windows[gone]
@@ -67,6 +70,7 @@ class Patrol:
                 windows = self.windows[name] = NodeWindows()
             windows.observe(now, pct)
             sampled += 1
+        self.costs.sample(cluster, now)
         return sampled
 
     def summaries(self, name: str) -> list[Summary]:
@@ -98,6 +102,10 @@ class Patrol:
             and not math.isnan(summary.mean_pct)
             and summary.mean_pct < settings.threshold_pct
         )
+
+    def now(self) -> float:
+        """The patrol's clock now (monotonic seconds): the end of every window."""
+        return self._clock.monotonic()
 
     def nodes(self) -> list[str]:
         """The nodes of the cluster now that were ever sampled."""

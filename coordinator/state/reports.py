@@ -63,11 +63,18 @@ def signals_of(report: NodeReport) -> NodeSignals:
         free_mem_b=free,
         true_allocatable_mem_b=true_allocatable,
         largest_numa_cpu_m=numa_cpu_m,
+        gpu_busy=_gpu_busy(gpus) if isinstance(gpus, GpuSection) else math.nan,
         topology_policy=topology,
         gpu_links=_links(gpus.nvlinks) if isinstance(gpus, GpuSection) else None,
         gpu_faults=_gpu_faults(gpus) if isinstance(gpus, GpuSection) else (),
         gpu_devices=len(gpus.devices) if isinstance(gpus, GpuSection) else -1,
     )
+
+
+def _gpu_busy(gpus: GpuSection) -> float:
+    """The devices' utilisation summed, in GPUs; NaN when no device's is known."""
+    known = [d.util_gpu_pct for d in gpus.devices if d.util_gpu_pct is not None]
+    return sum(known) / 100 if known else math.nan
 
 
 def _gpu_faults(gpus: GpuSection) -> tuple[GpuFault, ...]:

@@ -77,6 +77,9 @@ class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     gpu_devices: int = -1
     """GPUs in the agent's report (-1: no GPU section): the Node may count fewer (the
     device plugin leaves unhealthy ones out of allocatable) or more (time-slicing)."""
+    gpu_busy: float = math.nan
+    """The GPUs' utilisation summed, in GPUs (two devices at 50 % are 1.0): what the
+    node's GPU pods used, for the per-queue cost; NaN when no device's is known."""
 
 
 UNKNOWN: Final = NodeSignals()
