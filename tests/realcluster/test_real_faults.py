@@ -70,10 +70,11 @@ class Coordinator:
         self._stack = contextlib.ExitStack()
         self.port = 0
         self.program: Program | None = None
+        self.closed = threading.Event()
+        """Set on :meth:`close`: a thread that started it lives until then, as a process
+        started with ``PR_SET_PDEATHSIG`` is killed when the thread that started it ends."""
 
     def start(self) -> str:
-        if self.program is not None:  # killed: gone before a new one takes its port, or
-            self.program.process.wait(10)  # readiness would be answered by the dying one
         program, url = self._stack.enter_context(
             coordinator.running(
                 self._cluster.plane, self._kubeconfig, SETTINGS, port=self.port or None
@@ -87,6 +88,7 @@ class Coordinator:
         os.kill(self.program.process.pid, signum)
 
     def close(self) -> None:
+        self.closed.set()
         with contextlib.suppress(ProcessLookupError):
             self.signal(signal.SIGCONT)  # a paused one must be able to stop
         self._stack.close()
@@ -167,12 +169,12 @@ def restarted(c: Coordinator, url: str, bound: Callable[[], int]) -> Iterator[st
             failure.append(e)
         finally:
             done.set()
+        c.closed.wait()  # the restarted coordinator dies with this thread
 
     thread = threading.Thread(target=restart, daemon=True)
     thread.start()
     yield url
     assert done.wait(120), "the coordinator was not restarted"
-    thread.join()
     if failure:
         raise failure[0]
 
