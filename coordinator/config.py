@@ -77,6 +77,35 @@ class GpuHealthSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class IoSettings:
+    """When a node's disks are too busy for pods marked ``stowage.io/io-heavy: "true"``
+    (``coordinator/scoring/iocontention.py``). Other pods are not affected."""
+
+    enabled: bool = True
+    disk_await_ms: float = 50.0
+    """A disk whose requests took longer than this on average ..."""
+    disk_util_pct: float = 95.0
+    """... while it had I/O in flight more than this share of the time is saturated (both
+    must hold: a busy disk that still answers fast has room, and so does a slow one that
+    is mostly idle). ``iostat``'s rule of thumb for a disk that serves one request at a
+    time; parallel devices (NVMe) reach 100 % long before they saturate, which the await
+    threshold catches."""
+    io_pressure_pct: float = 40.0
+    """A node whose I/O PSI ``some`` avg10 is above this (some task waited on I/O that
+    share of the last ten seconds) is saturated whatever its disks say (network or remote
+    storage included)."""
+
+    def __post_init__(self) -> None:
+        _positive("signals.io", disk_await_ms=self.disk_await_ms)
+        for name, value in (
+            ("disk_util_pct", self.disk_util_pct),
+            ("io_pressure_pct", self.io_pressure_pct),
+        ):
+            if not 0 < value <= 100:
+                raise ConfigError(f"signals.io.{name}: expected 0 < value <= 100")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SignalSettings:
     """What live measurements may do, and how long they stay true."""
 
@@ -98,6 +127,8 @@ class SignalSettings:
     """Judge fullness against what the agent measured pods can really use."""
     gpu_health: GpuHealthSettings = field(default_factory=GpuHealthSettings)
     """Unhealthy GPUs are not offered to new GPU pods."""
+    io: IoSettings = field(default_factory=IoSettings)
+    """I/O-heavy pods skip nodes whose disks are saturated."""
 
     def __post_init__(self) -> None:
         _positive("signals", report_ttl_s=self.report_ttl_s)

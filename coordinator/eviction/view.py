@@ -149,10 +149,12 @@ def given_back(
         "gpu_links_key",
         "gpu_faulty",
         "gpu_reported",
+        "io_pressure_pct",
     ):
         setattr(out, column, getattr(state, column)[rows])
     out.topology_policy = [state.topology_policy[i] for i in rows.tolist()]
     out.gpu_links = [state.gpu_links[i] for i in rows.tolist()]
     out.gpu_tags = [state.gpu_tags[i] for i in rows.tolist()]
     out.gpu_faults = [state.gpu_faults[i] for i in rows.tolist()]
+    out.disks = [state.disks[i] for i in rows.tolist()]
     return out

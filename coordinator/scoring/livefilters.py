@@ -10,7 +10,9 @@ agent measured it), then what only Stowage sees, each switchable in the settings
 * NUMA — a pod kubelet will pin to one NUMA node skips nodes where no NUMA node can hold
   it (kubelet would reject it at admission, after the scheduler bound it);
 * GPU health — a GPU pod skips nodes without enough healthy GPUs for it, and then nodes
-  whose healthy GPUs lack the room (:mod:`coordinator.scoring.gpuhealth`).
+  whose healthy GPUs lack the room (:mod:`coordinator.scoring.gpuhealth`);
+* I/O — a pod marked I/O-heavy skips nodes whose disks are saturated
+  (:mod:`coordinator.scoring.iocontention`).
 
 A node with no fresh report has unknown signals: only capacity applies to it.
 """
@@ -25,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.config import SignalSettings
-from coordinator.scoring import capacity, gpuhealth
+from coordinator.scoring import capacity, gpuhealth, iocontention
 from coordinator.state.cluster import ClusterState
 from coordinator.state.podrequest import PodRequest
 
@@ -230,6 +232,9 @@ def _live(
     few = gpuhealth.too_few(state, pod, nodes, settings.gpu_health)
     if few is not None:
         checks.append(_Check(few.fails, nodes, few.reason, unresolvable=True))
+    busy_io = iocontention.saturated(state, pod, nodes, settings.io)
+    if busy_io is not None:
+        checks.append(_Check(busy_io[0], nodes, busy_io[1].__getitem__))
     return checks
 
 

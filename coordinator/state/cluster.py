@@ -104,6 +104,9 @@ class ClusterState:
         self.gpu_faulty = np.zeros(n, dtype=bool)
         """Whether :attr:`gpu_faults` has any for the node: the health rule looks only there."""
         self.gpu_reported = np.full(n, -1, dtype=np.int64)
+        self.io_pressure_pct = np.full(n, np.nan)
+        self.disks: list[tuple[tuple[str, float, float], ...]] = [()] * n
+        """Per node, each disk's name, utilisation % and await ms (see signals)."""
         """GPUs in the node's report (-1: none), to tell whether its indices are the Node's."""
 
     def __len__(self) -> int:
@@ -177,6 +180,8 @@ class ClusterState:
         self.gpu_faults[i] = signals.gpu_faults
         self.gpu_faulty[i] = bool(signals.gpu_faults)
         self.gpu_reported[i] = signals.gpu_devices
+        self.io_pressure_pct[i] = signals.io_pressure_pct
+        self.disks[i] = signals.disks
         self.version[i] += 1
 
     def mem_free_effective(self) -> npt.NDArray[np.int64]:

@@ -29,6 +29,10 @@ CONTIGUOUS: Final = "stowage.io/needs-contiguous-memory"
 QOS: Final = "stowage.io/qos"
 """``batch`` or ``best-effort`` marks throughput work; anything else is latency-sensitive."""
 BATCH_CLASSES: Final = frozenset({"batch", "best-effort"})
+IO_HEAVY: Final = "stowage.io/io-heavy"
+"""``"true"``: the pod does heavy disk I/O and should not go to a node whose disks are
+saturated. The pod's owner writes it, which is safe: it can only narrow where that pod
+itself may go."""
 MAX_GPUS_PER_NODE: Final = 256
 """Most ``nvidia.com/gpu`` a Node may count. Sixteen physical GPUs is the most one
 machine has; time-slicing advertises each several times (replicas), and 256 leaves room
@@ -111,6 +115,7 @@ def pod_request(pod: Mapping[str, Any], contiguity_default_b: int) -> PodRequest
         numa_aligned=podspec.qos_class(pod) == "Guaranteed"
         and totals.cpu_m > 0
         and totals.cpu_m % 1000 == 0,
+        io_heavy=str(marks.get(IO_HEAVY, "")).lower() == "true",
     )
 
 

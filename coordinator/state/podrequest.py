@@ -35,6 +35,9 @@ class PodRequest:
     """Throughput work that can wait: kept off nodes already running hot."""
     numa_aligned: bool = False
     """Guaranteed with whole CPUs: kubelet's topology manager may pin it to one NUMA node."""
+    io_heavy: bool = False
+    """Marked as doing heavy disk I/O (``stowage.io/io-heavy``): kept off nodes whose
+    disks are saturated."""
 
     def __post_init__(self) -> None:
         if self.cpu_m < 0 or self.mem_b < 0 or self.gpus < 0 or self.contiguous_b < 0:

@@ -68,7 +68,22 @@ def signals_of(report: NodeReport) -> NodeSignals:
         gpu_links=_links(gpus.nvlinks) if isinstance(gpus, GpuSection) else None,
         gpu_faults=_gpu_faults(gpus) if isinstance(gpus, GpuSection) else (),
         gpu_devices=len(gpus.devices) if isinstance(gpus, GpuSection) else -1,
+        disks=_disks(usage) if isinstance(usage, UsageSection) else (),
+        io_pressure_pct=_avg10(psi.system.io) if isinstance(psi, PsiSection) else math.nan,
     )
+
+
+def _disks(usage: UsageSection) -> tuple[tuple[str, float, float], ...]:
+    if is_absent(usage.disks):
+        return ()
+    return tuple((d.name, d.util_pct, d.await_ms) for d in usage.disks)  # type: ignore[union-attr]
+
+
+def _avg10(resource: PsiResource | object) -> float:
+    """``some`` avg10 (what thresholds of I/O pressure are stated in); NaN if unknown."""
+    if not isinstance(resource, PsiResource) or not isinstance(resource.some, PsiLine):
+        return math.nan
+    return resource.some.avg10_pct
 
 
 def _gpu_busy(gpus: GpuSection) -> float:

@@ -74,6 +74,11 @@ class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Active NVLinks between device pairs (``gpu_links[i][j]``), as the agent saw them."""
     gpu_faults: tuple[GpuFault, ...] = ()
     """The GPUs with anything a health rule judges; empty for a healthy (or unknown) node."""
+    disks: tuple[tuple[str, float, float], ...] = ()
+    """Each whole disk's name, utilisation (0–100) and await (ms) over the agent's last
+    interval; empty when not measured."""
+    io_pressure_pct: float = math.nan
+    """I/O PSI ``some`` avg10 of the whole node, 0–100: time some task waited on I/O."""
     gpu_devices: int = -1
     """GPUs in the agent's report (-1: no GPU section): the Node may count fewer (the
     device plugin leaves unhealthy ones out of allocatable) or more (time-slicing)."""
