@@ -47,6 +47,9 @@ CONSOLIDATE: Final = PREFIX + "consolidate"
 """Written by the utilisation patrol (:mod:`coordinator.consolidation`), not the publisher:
 ``window=1h,mean=23.4,peak=41.0,threshold=70;at=…`` while a node stays under the threshold."""
 CONSOLIDATE_REASON: Final = PREFIX + "consolidate-reason"
+CONSOLIDATE_CORDONED: Final = PREFIX + "consolidate-cordoned"
+"""Set by the patrol with the cordon it put on a node (``patrol.cordon: on``): the only
+cordons it ever lifts are those on nodes carrying it, never an operator's."""
 KEYS: Final = (
     FULLNESS,
     CONTIGUITY,

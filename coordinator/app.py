@@ -333,7 +333,7 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
             name="stowage-gpu-health-events",
         )
     )
-    if settings.patrol.enabled:  # every replica samples; the leader marks (advisory only)
+    if settings.patrol.enabled:  # every replica samples; the leader marks (and cordons if set)
         watch = app[view.PATROL]
         marks = marker.Marker(
             watch,

@@ -603,7 +603,8 @@ class ExtenderSettings:
 class PatrolSettings:
     """The utilisation patrol (:mod:`coordinator.consolidation`): which nodes stayed under
     ``threshold_pct`` for a window, marked on the Node (``stowage.io/consolidate``, an Event,
-    a metric) by the leader. Marking is advisory: nothing is cordoned or drained."""
+    a metric) by the leader. Marking is advisory; the leader may also cordon candidates
+    (``cordon``: disabled by default, ``dry-run`` tells what it would do), never drains."""
 
     enabled: bool = True
     threshold_pct: float = 70.0
@@ -616,9 +617,22 @@ class PatrolSettings:
     watched for less (just joined, agent silent, this replica just started) is not marked."""
     max_patches_per_s: float = 2.0
     """Cluster-wide cap on the patrol's Node patches, beside the publisher's own."""
+    cordon: str = "disabled"
+    """Cordon marked candidates: ``disabled``, ``dry-run`` (logs and a
+    ``ConsolidationWouldCordon`` Event, no patch) or ``enabled``; cordons the patrol put
+    are lifted when a node no longer qualifies or this is not ``enabled``. (Words YAML
+    does not read as booleans, as it would ``off`` and ``on``.)"""
+    max_cordoned: int = 1
+    """At most this many nodes cordoned by the patrol at once."""
 
     def __post_init__(self) -> None:
         _positive("patrol", max_patches_per_s=self.max_patches_per_s)
+        if self.cordon not in ("disabled", "dry-run", "enabled"):
+            raise ConfigError(
+                f"patrol.cordon: expected disabled, dry-run or enabled, got {self.cordon!r}"
+            )
+        if not 1 <= self.max_cordoned <= 10_000:
+            raise ConfigError("patrol.max_cordoned: expected 1..10000")
         if not 0 < self.threshold_pct <= 100:
             raise ConfigError("patrol.threshold_pct: expected more than 0, up to 100")
         if self.window not in ("5m", "1h", "1d"):

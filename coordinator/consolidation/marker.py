@@ -4,7 +4,18 @@
 
 A node that becomes a candidate is patched and gets a ``ConsolidationCandidate`` Event with
 the reason; one that no longer is has both annotations removed (merge patch of null) and a
-``ConsolidationCleared`` Event. Marking is advisory — nothing is cordoned or drained.
+``ConsolidationCleared`` Event. Marking is advisory; nothing is drained.
+
+**Cordon** (``patrol.cordon``, ``disabled`` by default). ``dry-run``: each marked
+candidate the patrol would cordon is logged and gets a ``ConsolidationWouldCordon``
+Event, once while it stays one; no patch. ``enabled``: marked candidates, lowest mean
+first, are cordoned (``spec.unschedulable`` and ``stowage.io/consolidate-cordoned`` in
+one patch, a ``ConsolidationCordoned`` Event) while fewer than ``patrol.max_cordoned``
+are; a node already unschedulable is someone else's cordon and is left alone. A node the
+patrol cordoned is uncordoned (``ConsolidationUncordoned``) once it is no longer a marked
+candidate, or once ``cordon`` is not ``enabled`` — and only such a node: the annotation,
+read at the start of a term, is what says the patrol put the cordon there. Cordons share
+the marks' fence and token bucket; lifting goes before cordoning more.
 
 * **Fenced**: every patch passes the lease's fence right before it is written, and Events go
   through the fenced recorder; a follower writes nothing.
@@ -43,6 +54,13 @@ LIST_TIMEOUT_S: Final = 60.0
 """A list of every Node (once a term) with no answer by then is tried again next tick."""
 MARKED: Final = "ConsolidationCandidate"
 CLEARED: Final = "ConsolidationCleared"
+CORDONED: Final = "ConsolidationCordoned"
+UNCORDONED: Final = "ConsolidationUncordoned"
+WOULD_CORDON: Final = "ConsolidationWouldCordon"
+
+Marks = tuple[dict[str, str], set[str]]
+"""What the Nodes carry at the start of a term: each mark's value by node, and the nodes
+the patrol cordoned."""
 
 
 class Marker:
@@ -51,7 +69,7 @@ class Marker:
     def __init__(
         self,
         patrol: Patrol,
-        marked: Callable[[], dict[str, str]],
+        marked: Callable[[], Marks],
         patch: Callable[[str, dict[str, Any]], None],
         recorder: EventRecorder,
         fence: Fence,
@@ -69,17 +87,23 @@ class Marker:
         self._clock = clock
         self._bucket = TokenBucket(settings.max_patches_per_s, settings.max_patches_per_s)
         self.told: dict[str, str | None] = {}
+        self.cordoned: set[str] = set()
+        """Nodes the patrol cordoned (carrying ``stowage.io/consolidate-cordoned``)."""
+        self._would: set[str] = set()
+        """Dry-run: candidates already told as 'would cordon'."""
 
     async def start_term(self) -> bool:
         """Take the marks the Nodes carry now as told; False (and nothing told) if they
         cannot be read now: the caller tries again next tick."""
         try:
-            marked = await asyncio.to_thread(self._marked)
+            marked, cordoned = await asyncio.to_thread(self._marked)
         except Exception as e:
             error = e if isinstance(e, KubeError) else translate("list nodes", e)
             log.warning("%s; patrol marks wait for the next tick", error)
             return False
         self.told = dict(marked)
+        self.cordoned = set(cordoned)
+        self._would = set()
         return True
 
     async def mark_due(self, candidates: list[Candidate], nodes: list[str]) -> int:
@@ -98,19 +122,89 @@ class Marker:
         written = 0
         for node, value, reason in due:
             if not self._bucket.take():
-                break
-            try:
-                await asyncio.to_thread(self._fenced_patch, node, value, reason)
-            except LeaseLost as e:
-                log.warning("%s", e)
-                break
-            except Exception as e:
-                error = e if isinstance(e, KubeError) else translate(f"patch node {node}", e)
-                log.warning("%s; trying again next tick", error)
-                continue
-            written += 1
-            await self._tell(node, value, reason)
+                return written
+            body = {
+                "metadata": {
+                    "annotations": {ann.CONSOLIDATE: value, ann.CONSOLIDATE_REASON: reason}
+                }
+            }
+            done = await self._fenced_patch(node, body)
+            if done is None:
+                return written
+            if done:
+                written += 1
+                await self._tell(node, value, reason)
+        return written + await self._cordon_due(candidates, nodes)
+
+    async def _cordon_due(self, candidates: list[Candidate], nodes: list[str]) -> int:
+        """Lift the patrol's cordons that no longer hold, then cordon (or, dry-run, tell)
+        marked candidates up to the cap; return how many patches were written."""
+        mode, cap = self._settings.cordon, self._settings.max_cordoned
+        known = set(nodes)
+        qualifying = sorted(
+            (c for c in candidates if self.told.get(c.node)),
+            key=lambda c: (c.summary.mean_pct, c.node),
+        )
+        wanted = {c.node for c in qualifying} if mode == "enabled" else set()
+        self.cordoned &= known
+        written = 0
+        for node in sorted(self.cordoned - wanted):
+            if not self._bucket.take():
+                return written
+            body = {
+                "spec": {"unschedulable": None},
+                "metadata": {"annotations": {ann.CONSOLIDATE_CORDONED: None}},
+            }
+            done = await self._fenced_patch(node, body)
+            if done is None:
+                return written
+            if done:
+                written += 1
+                self.cordoned.discard(node)
+                why = (
+                    "no longer a consolidation candidate"
+                    if mode == "enabled"
+                    else f"patrol.cordon is {mode}"
+                )
+                await self._event(node, UNCORDONED, f"uncordoned by the utilisation patrol: {why}")
+        self._would &= {c.node for c in qualifying}
+        for c in qualifying:
+            if (
+                c.node in self.cordoned
+                or c.node in self._would
+                or self._patrol.unschedulable(c.node)
+            ):
+                continue  # ours already, told already, or someone else's cordon
+            if mode == "dry-run":
+                if not self._bucket.take():
+                    return written
+                log.info("patrol would cordon %s: %s (patrol.cordon is dry-run)", c.node, c.reason)
+                self._would.add(c.node)
+                await self._event(c.node, WOULD_CORDON, f"would cordon (dry-run): {c.reason}")
+            elif mode == "enabled" and len(self.cordoned) < cap:
+                if not self._bucket.take():
+                    return written
+                value = ann.value({"window": c.summary.window.name}, self._clock.wall())
+                body = {
+                    "spec": {"unschedulable": True},
+                    "metadata": {"annotations": {ann.CONSOLIDATE_CORDONED: value}},
+                }
+                done = await self._fenced_patch(c.node, body)
+                if done is None:
+                    return written
+                if done:
+                    written += 1
+                    self.cordoned.add(c.node)
+                    log.info("patrol cordoned %s: %s", c.node, c.reason)
+                    await self._event(
+                        c.node, CORDONED, f"cordoned by the utilisation patrol: {c.reason}"
+                    )
         return written
+
+    async def _event(self, node: str, reason: str, message: str) -> None:
+        await asyncio.to_thread(
+            self._recorder.record, ObjectRef.node(node), EventType.NORMAL, reason, message
+        )
 
     async def _tell(self, node: str, value: str | None, reason: str | None) -> None:
         self.told[node] = value
@@ -134,29 +228,45 @@ class Marker:
                 f" {self._settings.threshold_pct:g}% or more, or too few samples",
             )
 
-    def _fenced_patch(self, node: str, value: str | None, reason: str | None) -> None:
-        self._fence.check(f"patch node {node}")
-        body = {
-            "metadata": {"annotations": {ann.CONSOLIDATE: value, ann.CONSOLIDATE_REASON: reason}}
-        }
-        self._patch(node, body)
+    async def _fenced_patch(self, node: str, body: dict[str, Any]) -> bool | None:
+        """Patch ``node`` past the fence: True when written, False when the API refused
+        (tried again next tick), None when the lease is lost (nothing more this tick)."""
+
+        def fenced() -> None:
+            self._fence.check(f"patch node {node}")
+            self._patch(node, body)
+
+        try:
+            await asyncio.to_thread(fenced)
+        except LeaseLost as e:
+            log.warning("%s", e)
+            return None
+        except Exception as e:
+            error = e if isinstance(e, KubeError) else translate(f"patch node {node}", e)
+            log.warning("%s; trying again next tick", error)
+            return False
+        return True
 
 
-def marked_nodes(api_client: Any) -> Callable[[], dict[str, str]]:
-    """The Nodes that carry a ``stowage.io/consolidate`` mark now, with its value, read
-    through the real client (one list, at the start of a term)."""
+def marked_nodes(api_client: Any) -> Callable[[], Marks]:
+    """The Nodes that carry a ``stowage.io/consolidate`` mark now, with its value, and
+    those carrying the patrol's cordon, read through the real client (one list, at the
+    start of a term)."""
     from kubernetes import client
 
     core = client.CoreV1Api(api_client)
 
-    def marked() -> dict[str, str]:
+    def marked() -> Marks:
         nodes = core.list_node(_request_timeout=LIST_TIMEOUT_S).items
-        found = {}
+        found, cordoned = {}, set()
         for node in nodes:
-            value = (node.metadata.annotations or {}).get(ann.CONSOLIDATE)
+            annotations = node.metadata.annotations or {}
+            value = annotations.get(ann.CONSOLIDATE)
             if value:
                 found[node.metadata.name] = value
-        return found
+            if annotations.get(ann.CONSOLIDATE_CORDONED):
+                cordoned.add(node.metadata.name)
+        return found, cordoned
 
     return marked
 

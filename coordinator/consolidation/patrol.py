@@ -103,6 +103,11 @@ class Patrol:
             and summary.mean_pct < settings.threshold_pct
         )
 
+    def unschedulable(self, name: str) -> bool:
+        """Whether node ``name`` is cordoned now (``spec.unschedulable``, from the watch)."""
+        facts = self._cluster.node_facts.get(name)
+        return facts is not None and facts.unschedulable
+
     def now(self) -> float:
         """The patrol's clock now (monotonic seconds): the end of every window."""
         return self._clock.monotonic()
