@@ -64,18 +64,19 @@ class QueueCosts:
         for node, pod in bound:
             node_cpu[node] += pod.request.cpu_m
             node_gpu[node] += _gpus(pod)
-        cores = {n: _cores_used(cluster, n) for n in node_cpu}
-        busy = {n: _gpus_busy(cluster, n) for n in node_gpu}
-        totals: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(4))
+        # What each requested unit on a node used: cores per milli-CPU, GPUs per GPU held
+        # (0 where unmeasured: a silent node's pods are allocated, never used).
+        cpu_rate = {n: _rate(_cores_used(cluster, n), m) for n, m in node_cpu.items()}
+        gpu_rate = {n: _rate(_gpus_busy(cluster, n), g) for n, g in node_gpu.items()}
+        sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
         for node, pod in bound:
-            cpu, gpus = pod.request.cpu_m / 1000, _gpus(pod)
-            row = totals[queues.of(pod) or pod.namespace]
-            row[_CPU_ALLOC - 1] += cpu * hours
-            row[_GPU_ALLOC - 1] += gpus * hours
-            if cpu and not math.isnan(cores[node]):
-                row[_CPU_USED - 1] += cores[node] * cpu * 1000 / node_cpu[node] * hours
-            if gpus and not math.isnan(busy[node]):
-                row[_GPU_USED - 1] += busy[node] * gpus / node_gpu[node] * hours
+            cpu_m, gpus = pod.request.cpu_m, _gpus(pod)
+            row = sums[queues.of(pod) or pod.namespace]
+            row[0] += cpu_m / 1000
+            row[1] += cpu_rate[node] * cpu_m
+            row[2] += gpus
+            row[3] += gpu_rate[node] * gpus
+        totals = {q: np.array(row) * hours for q, row in sums.items()}
         for queue, row in totals.items():
             rings = self._rings.get(queue)
             if rings is None:
@@ -128,6 +129,10 @@ def _gpus_busy(cluster: LiveCluster, name: str) -> float:
     """The GPUs node ``name``'s agent measured busy (utilisation summed); NaN unknown."""
     signals = cluster.signals.get(name)
     return math.nan if signals is None else signals.gpu_busy
+
+
+def _rate(used: float, held: float) -> float:
+    return 0.0 if math.isnan(used) or not held else used / held
 
 
 def _live(ring: np.ndarray, window: Window, now: float) -> np.ndarray:
