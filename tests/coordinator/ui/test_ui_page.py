@@ -71,6 +71,7 @@ class Coordinator:
     runner: web.AppRunner | None = None
     patrol: dict[str, Any] = field(default_factory=lambda: dict(PATROL))
     patrol_asked: list[str] = field(default_factory=list)
+    queues: list[dict[str, Any]] = field(default_factory=list)
 
 
 @pytest.fixture
@@ -92,7 +93,13 @@ async def coordinator() -> AsyncIterator[Coordinator]:
         return web.json_response(served.patrol, status=status)
 
     app.router.add_get("/debug/nodes", nodes)
+
+    async def queues(request: web.Request) -> web.Response:
+        window = {"name": "1h", "span_s": 3600.0}
+        return web.json_response({"window": window, "queues": served.queues})
+
     app.router.add_get("/debug/patrol", patrol)
+    app.router.add_get("/debug/patrol/queues", queues)
     served.runner = runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()

@@ -91,10 +91,18 @@ async def test_markup_in_a_name_stays_text_and_a_failure_is_told(
     row = {"node": "<img src=x id=injected>", "heat": [5.0, None], "mean_pct": 5.0,
            "peak_pct": 5.0, "coverage": 0.5, "candidate": True}  # fmt: skip
     coordinator.patrol = {**PATROL, "nodes": [row]}
+    coordinator.queues = [
+        {"queue": "<b id=bold>q</b>", "cpu_allocated_h": 2.0, "cpu_used_h": 0.5,
+         "gpu_allocated_h": 0.0, "gpu_used_h": 0.0}
+    ]  # fmt: skip
     await page.open(coordinator.url + "/ui#every=1")
     (drawn,) = await rows(page, "1h", 1)
     assert drawn["name"] == "<img src=x id=injected>" and drawn["pct"] == [5, None]
-    assert await page.js("return document.querySelectorAll('#injected').length") == 0
+    await page.until("return document.querySelectorAll('#queue-rows tr').length === 1", "a queue")
+    assert await page.js("return document.querySelector('#queue-rows td').textContent") == (
+        "<b id=bold>q</b>"
+    )
+    assert await page.js("return document.querySelectorAll('#injected, #bold').length") == 0
 
     coordinator.patrol = {"error": "not ready (test)"}
     await page.until(
