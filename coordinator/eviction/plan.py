@@ -532,7 +532,8 @@ def _search(
 
     Every pod that could help is weighed, however many: the search is exact, and
     ``deadline`` bounds it instead, checked between sizes and every
-    :data:`_CHECK_EVERY` sets. The second value says whether it cut the search."""
+    :data:`_CHECK_EVERY` sets, and :data:`_MAX_SETS` bounds it whatever the clock. The
+    second value says whether it cut the search."""
     view = rules.view
     request = pod.request
     rows = rows[~livefilters.signal_refusals(view.state, request, rows, view.signals)]
@@ -578,7 +579,7 @@ def _search(
                 limit = bar
             for chosen in combinations(node.candidates, size):
                 tried += 1
-                if tried % _CHECK_EVERY == 0 and deadline.passed():
+                if tried > _MAX_SETS or (tried % _CHECK_EVERY == 0 and deadline.passed()):
                     cut = True
                     break
                 taken = rules.closure(chosen, node.within)
@@ -618,6 +619,12 @@ def _search(
 
 _CHECK_EVERY: Final = 256
 """Sets tried between two looks at the deadline."""
+
+_MAX_SETS: Final = 50_000
+"""Sets one search tries at most, whatever its clock says: the deadline bounds a search
+in time only while the clock moves (an injected clock may stand still, a coarse one may
+jump late), and the largest report the schema admits offers more combinations than any
+deadline could see through. At the ~10-20 us a set costs, about a second at most."""
 
 
 def _node(

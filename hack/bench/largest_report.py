@@ -47,7 +47,12 @@ from common.clock import Clock, SystemClock
 from common.schema import NodeReport
 from coordinator.app import make_app, make_debug_app
 from coordinator.auth import StaticTokens
-from coordinator.config import CoordinatorSettings, IngestSettings, PolicySettings
+from coordinator.config import (
+    CoordinatorSettings,
+    EvictionSettings,
+    IngestSettings,
+    PolicySettings,
+)
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.nodeview import NODE_VIEW
@@ -166,11 +171,24 @@ def wanted(kind: Kind) -> dict[str, dict[str, Any]]:
     }
 
 
+MAX_VICTIMS: Final = 256
+"""Per cycle, node and namespace: more than any plan over the pods :func:`bound_pods` puts
+on a node can take."""
+
+
 def services_for(kind: Kind, clock: Clock) -> Services:
     """The coordinator's services over a cluster of the one node of ``kind``, with its pods
     from the watch (bound ones and the pending ones the calls ask about)."""
     settings = CoordinatorSettings(
         policy=PolicySettings(name="stowage"),
+        # Caps as wide as the node's pods: what is measured is the search over every one
+        # of them, which the default caps (a plan of at most 4 victims a node) would cut.
+        evictions=EvictionSettings(
+            max_per_cycle=MAX_VICTIMS,
+            max_per_node_per_cycle=MAX_VICTIMS,
+            max_per_namespace_per_cycle=MAX_VICTIMS,
+            eviction_burst=MAX_VICTIMS,
+        ),
         ingest=IngestSettings(
             auth="static", static_tokens={TOKEN: kind.name}, max_body_b=MAX_BODY_B
         ),
