@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -27,6 +27,7 @@ from hack.kubeapi import KubeApi
 from hack.kubeapi.resources import EVENTS, NODES
 from tests.coordinator.consolidation.test_patrol import report
 from tests.hosts import FakeClock
+from tests.kit import eventually
 
 NODES_ = [f"gpu-node-{i:05d}" for i in range(3)]
 
@@ -163,10 +164,10 @@ async def test_a_term_starts_only_once_the_marks_can_be_read(make: Any) -> None:
     leader = asyncio.Event()
     leader.set()
     async with looping(rig, leader):
-        await until(lambda: len(calls) >= 2)  # a tick after the refusal
+        await eventually(lambda: len(calls) >= 2, "a tick after the refusal")
         assert ann.CONSOLIDATE not in rig.annotations(NODES_[0])
         rig.marker._marked = marker.marked_nodes(rig.api)
-        await until(lambda: ann.CONSOLIDATE in rig.annotations(NODES_[0]))
+        await eventually(lambda: ann.CONSOLIDATE in rig.annotations(NODES_[0]), "the mark")
 
 
 async def test_patches_keep_to_the_budget_marks_first(make: Any) -> None:
@@ -213,21 +214,13 @@ async def looping(rig: Rig, leader: asyncio.Event) -> AsyncIterator[None]:
             await task
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    """Wait (bounded) for the loop; the writes land in the emulator's store from its own
-    thread, which has no event to wait on."""
-    async with asyncio.timeout(10):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
-
-
 async def test_the_loop_samples_everywhere_and_marks_only_while_leading(make: Any) -> None:
     rig = make(window="5m")
     five_minutes(rig)
     leader = asyncio.Event()
     gauge = rig.metrics.consolidation_candidates.labels("5m")
     async with looping(rig, leader):
-        await until(lambda: gauge._value.get() == 1)  # judged here too, as a follower ...
-        assert ann.CONSOLIDATE not in rig.annotations(NODES_[0])  # ... which writes nothing
+        await eventually(lambda: gauge._value.get() == 1, "judged, as a follower too")
+        assert ann.CONSOLIDATE not in rig.annotations(NODES_[0])  # which writes nothing
         leader.set()
-        await until(lambda: ann.CONSOLIDATE in rig.annotations(NODES_[0]))
+        await eventually(lambda: ann.CONSOLIDATE in rig.annotations(NODES_[0]), "the mark")
