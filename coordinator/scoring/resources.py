@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from common.errors import ConfigError
+from coordinator.scoring.base import Policy
 from coordinator.state.cluster import MILLI_PER_GPU, ClusterState
 from coordinator.state.podrequest import PodRequest
 
@@ -93,3 +94,26 @@ def weighted_average(
         weight_sum += np.where(has, weight, 0)
     average = np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
     return average.astype(np.float64)
+
+
+PerResource = Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.int64]]
+"""A NodeResourcesFit strategy's score of one resource: (requested, capacity) -> 0..100."""
+
+
+class WeightedResourcePolicy(Policy):
+    """kube-scheduler's NodeResourcesFit scoring: :data:`PerResource` averaged with the
+    configured weights (:func:`weighted_average`), every node a call asks about in one
+    NumPy pass; a strategy names only its per-resource score."""
+
+    per_resource: ClassVar[PerResource]
+
+    def __init__(self, weights: ResourceWeights) -> None:
+        self.weights = weights
+
+    def score(self, state: ClusterState, i: int, pod: PodRequest) -> float:
+        return float(self.score_nodes(state, pod, np.array([i]))[0])
+
+    def score_nodes(
+        self, state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64]:
+        return weighted_average(state, nodes, pod, self.weights, type(self).per_resource)

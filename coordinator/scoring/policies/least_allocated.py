@@ -12,27 +12,9 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from coordinator.scoring.base import Policy
-from coordinator.scoring.resources import ResourceWeights, weighted_average
-from coordinator.state.cluster import ClusterState
-from coordinator.state.podrequest import PodRequest
+from coordinator.scoring.resources import WeightedResourcePolicy
 
 NAME: Final = "least-allocated"
-
-
-class LeastAllocated(Policy):
-    name = NAME
-
-    def __init__(self, weights: ResourceWeights) -> None:
-        self.weights = weights
-
-    def score(self, state: ClusterState, i: int, pod: PodRequest) -> float:
-        return float(self.score_nodes(state, pod, np.array([i]))[0])
-
-    def score_nodes(
-        self, state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64]
-    ) -> npt.NDArray[np.float64]:
-        return weighted_average(state, nodes, pod, self.weights, least_requested)
 
 
 def least_requested(
@@ -42,3 +24,8 @@ def least_requested(
         requested > capacity, 0, (capacity - requested) * 100 // capacity
     )
     return score
+
+
+class LeastAllocated(WeightedResourcePolicy):
+    name = NAME
+    per_resource = least_requested
