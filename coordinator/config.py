@@ -457,6 +457,10 @@ class EvictionSettings:
     """Longest the ``/scheduler/preempt`` verb's search may take: kube-scheduler waits for
     the answer within its extender ``httpTimeout`` (100 ms as shipped). Past it a node
     without a set found yet is dropped."""
+    nomination_ttl_s: float = 120.0
+    """How long the room a carried-out preemption freed stays held for its preemptor
+    (:mod:`coordinator.live.nominations`), unless it binds first: its victims' grace
+    period (30 s by default) plus time for kube-scheduler to retry it, with room to spare."""
 
     def __post_init__(self) -> None:
         _positive(
@@ -483,6 +487,7 @@ class EvictionSettings:
             plan_deadline_s=self.plan_deadline_s,
             cycle_budget_s=self.cycle_budget_s,
             preempt_deadline_s=self.preempt_deadline_s,
+            nomination_ttl_s=self.nomination_ttl_s,
             checkpointing_max_s=self.checkpointing_max_s,
         )
         if not 1 <= self.min_level_gap <= 3:
@@ -641,6 +646,85 @@ class PatrolSettings:
             raise ConfigError("patrol.min_coverage: expected more than 0, up to 1")
 
 
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+"""The weekday names a drain budget's ``days`` may list, Monday first (UTC)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DrainBudget:
+    """How many nodes of a node group may be draining at once, always or within a weekly
+    time window (UTC). Karpenter's disruption budget with a window in words instead of a
+    cron line: ``{nodes: "0", days: [mon, tue, wed, thu, fri], start: "09:00",
+    duration_h: 8}`` keeps working hours free of drains."""
+
+    nodes: str = "10%"
+    """A count (``"2"``) or a share of the group's nodes (``"10%"``, rounded up)."""
+    days: tuple[str, ...] = ()
+    """The weekdays the window opens on (``mon`` … ``sun``); empty: every day."""
+    start: str | None = None
+    """When the window opens, ``HH:MM`` UTC; None: the budget always holds."""
+    duration_h: float | None = None
+    """How long the window stays open after ``start`` (more than 0, at most a week)."""
+
+    def __post_init__(self) -> None:
+        where = "drain budget"
+        text = self.nodes.strip()
+        number = text[:-1] if text.endswith("%") else text
+        if not (number.isascii() and number.isdecimal() and len(number) <= 6):
+            raise ConfigError(f"{where}: nodes: expected a count or a share like 10%, got {text!r}")
+        if text.endswith("%") and int(number) > 100:
+            raise ConfigError(f"{where}: nodes: a share is at most 100%, got {text!r}")
+        unknown = [d for d in self.days if d not in DAYS]
+        if unknown:
+            raise ConfigError(f"{where}: days: expected {', '.join(DAYS)}, got {unknown[0]!r}")
+        if (self.start is None) != (self.duration_h is None):
+            raise ConfigError(f"{where}: start and duration_h go together")
+        if self.start is not None:
+            hh, _, mm = self.start.partition(":")
+            if not (
+                len(hh) == 2 == len(mm) and hh.isdecimal() and mm.isdecimal()
+                and int(hh) < 24 and int(mm) < 60
+            ):  # fmt: skip
+                raise ConfigError(f"{where}: start: expected HH:MM (UTC), got {self.start!r}")
+        elif self.days:
+            raise ConfigError(f"{where}: days need a start and duration_h")
+        if self.duration_h is not None and not 0 < self.duration_h <= 168:
+            raise ConfigError(f"{where}: duration_h: expected more than 0, up to 168")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DrainSettings:
+    """Drain plans (:mod:`coordinator.consolidation.drain`): which of the patrol's
+    candidates can be emptied, every pod moved under every eviction rule; the leader acts
+    on them through the eviction executor (dry run until ``evictions.enabled``) only
+    when ``enabled``."""
+
+    enabled: bool = False
+    """The leader plans drains every eviction cycle and hands them to the executor,
+    tainting each node ``stowage.io/disrupted:NoSchedule`` before its pods move. Off, the
+    plan is only shown (``stowage plan --consolidate``)."""
+    max_draining: int = 1
+    """At most this many nodes draining at once, cluster-wide (1..1000)."""
+    max_level: str = "medium"
+    """The highest priority level a drain moves (``low``, ``medium``, ``high``); a node
+    holding a pod above it is not drainable."""
+    group_label: str = "karpenter.sh/nodepool"
+    """The Node label naming its node group; nodes without it form one group, ``""``."""
+    budgets: tuple[DrainBudget, ...] = (DrainBudget(),)
+    """Every group's budgets: the most restrictive of those holding now applies; none
+    holding, only ``max_draining`` limits."""
+    group_budgets: dict[str, tuple[DrainBudget, ...]] = field(default_factory=dict)
+    """Group → its own budgets, instead of ``budgets``."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_draining <= 1000:
+            raise ConfigError("drain.max_draining: expected 1..1000")
+        if self.max_level not in ("low", "medium", "high"):
+            raise ConfigError(
+                f"drain.max_level: expected low, medium or high, got {self.max_level!r}"
+            )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinatorSettings:
     listen: str = "0.0.0.0:8080"
@@ -656,6 +740,7 @@ class CoordinatorSettings:
     evictions: EvictionSettings = field(default_factory=EvictionSettings)
     extender: ExtenderSettings = field(default_factory=ExtenderSettings)
     patrol: PatrolSettings = field(default_factory=PatrolSettings)
+    drain: DrainSettings = field(default_factory=DrainSettings)
 
     def __post_init__(self) -> None:
         _check_address("listen", self.listen)

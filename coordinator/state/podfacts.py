@@ -41,6 +41,7 @@ GANG_KEY: Final = "scheduling.k8s.io/group-name"
 GANG_MIN_KEY: Final = "stowage.io/gang-min-member"
 CHECKPOINT_KEYS: Final = ("stowage.io/last-checkpoint", "volcano.sh/last-checkpoint-time")
 CHECKPOINTING_KEY: Final = "stowage.io/checkpointing"
+MIRROR_KEY: Final = "kubernetes.io/config.mirror"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,10 @@ class PodFacts:
     request: PodRequest
     scheduling: feasibility.Pod
     """What kube-scheduler's filters read of it (:mod:`coordinator.feasibility`)."""
+    daemon: bool = False
+    """Owned by a DaemonSet (its controller ``ownerReferences``) or a kubelet's mirror pod:
+    it belongs to its node, and a drain leaves it there, as ``kubectl drain
+    --ignore-daemonsets`` does. Its owner's word, which spares only the pod itself."""
 
     @property
     def key(self) -> str:
@@ -113,6 +118,13 @@ def pod_facts(pod: Mapping[str, Any], request: PodRequest, level_label: str) -> 
         started_at=_time((pod.get("status") or {}).get("startTime"), None),
         request=request,
         scheduling=feasibility.pod_of(pod),
+        daemon=MIRROR_KEY in notes
+        or any(
+            isinstance(ref, Mapping)
+            and ref.get("controller") is True
+            and ref.get("kind") == "DaemonSet"
+            for ref in meta.get("ownerReferences") or ()
+        ),  # fmt: skip
     )
 
 

@@ -1,0 +1,343 @@
+"""Drain plans: which of the patrol's candidates can be emptied now, and where each of
+their pods would go.
+
+A node is drainable only if every pod on it may be evicted and fits on another node,
+under the rules the eviction planner evicts by (:mod:`coordinator.eviction.plan`'s rules,
+asked, not copied):
+
+* **levels**: no pod above ``drain.max_level`` (its ``spec.priority``; a label may only
+  lower it), none shielded by a checkpointing claim, none under two PodDisruptionBudgets;
+* **PDBs**: the budgets' ``disruptionsAllowed`` cover every drain of the plan together;
+* **gangs**: a gang that would fall below ``minMember`` must lie wholly on the node (it
+  moves whole); one with members elsewhere would be broken, and blocks the drain;
+* **caps**: the plan's evictions all fit one cycle's caps (``evictions.max_per_cycle``,
+  ``max_per_node_per_cycle``, ``max_per_namespace_per_cycle``, ``eviction_burst``), so no
+  node is left half-drained by a cap;
+* **fit**: each pod, largest first, goes where Stowage's filter passes it and the policy
+  scores it best, among the nodes kube-scheduler's filters also pass it on
+  (:mod:`coordinator.feasibility`). Pods are placed one after another on one working
+  copy of the cluster, each taking its room before the next is placed, so two pods never
+  count on the same hole; a node that receives a pod is not drained in the same plan,
+  and no pod goes to a node draining or drained by it (another candidate may take pods:
+  that is how two half-empty nodes become one).
+
+DaemonSet and mirror pods stay (``kubectl drain --ignore-daemonsets``). Nodes draining
+already (tainted :data:`DISRUPTED`) are planned first; a new one only while fewer than
+``drain.max_draining`` drain and its node group's budget
+(:mod:`coordinator.consolidation.budgets`) has room. Candidates are judged in the
+order given (the patrol's emptiest first), each once: the work is bounded by pods × nodes,
+and by ``deadline`` besides.
+
+Pure: reads a :class:`~coordinator.eviction.view.ClusterView` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from coordinator import feasibility
+from coordinator.config import DrainSettings, EvictionSettings
+from coordinator.consolidation import budgets
+from coordinator.eviction.plan import NO_DEADLINE, Deadline, Level, Plan, _Rules
+from coordinator.eviction.view import ClusterView
+from coordinator.live.decisions import judge
+from coordinator.state.cluster import Placement
+
+DISRUPTED: Final = "stowage.io/disrupted"
+"""The ``NoSchedule`` taint a node gets before its pods move (Karpenter's
+``karpenter.sh/disrupted``): nothing new lands on a node being emptied."""
+TRIGGER: Final = "consolidation"
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One pod of a drain and the node the simulation put it on."""
+
+    uid: str
+    pod: str
+    """``ns/name``."""
+    destination: str
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """A node the plan empties."""
+
+    node: str
+    group: str
+    draining: bool
+    """Tainted :data:`DISRUPTED` already: a drain under way."""
+    moves: tuple[Move, ...]
+    plan: Plan | None
+    """The eviction round for the executor; None when no pod needs to move."""
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A candidate the plan does not empty, and why."""
+
+    node: str
+    draining: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class DrainPlan:
+    drains: tuple[Drain, ...]
+    blocked: tuple[Blocked, ...]
+    cut: bool = False
+    """The deadline stopped the planning: the candidates not reached are blocked so."""
+
+
+def draining(view: ClusterView) -> list[str]:
+    """The nodes tainted :data:`DISRUPTED` now, by name."""
+    return sorted(
+        n for n, node in view.nodes.items() if any(t.key == DISRUPTED for t in node.taints)
+    )
+
+
+def plan_drains(
+    view: ClusterView,
+    candidates: Sequence[str],
+    settings: DrainSettings,
+    evictions: EvictionSettings,
+    now: float,
+    deadline: Deadline = NO_DEADLINE,
+) -> DrainPlan:
+    """The drains of ``candidates`` (and of the nodes draining already) that every rule
+    allows now, and why each other candidate is not drainable; ``now`` is Unix seconds
+    (checkpoints, budget windows)."""
+    under_way = draining(view)
+    order = [*under_way, *(n for n in dict.fromkeys(candidates) if n not in under_way)]
+    displacer = Level[settings.max_level.upper()] + evictions.min_level_gap
+    rules = _Rules(view, displacer, evictions, now, capped=True)
+    placer = _Placer(view, closed=set(under_way))
+    drains: list[Drain] = []
+    blocked: list[Blocked] = []
+    evicted: list[str] = []  # every drain's pods so far: budgets and caps hold for all
+    cut = False
+    for node in order:
+        tainted = node in under_way
+        if not cut and deadline.passed():
+            cut = True
+        if cut:
+            blocked.append(Blocked(node, tainted, "not reached before the planning deadline"))
+            continue
+        why = _refused_node(view, node, tainted, drains, placer, settings, now)
+        if why is not None:
+            blocked.append(Blocked(node, tainted, why))
+            continue
+        group = _group(view, node, settings)
+        pods = sorted(
+            (u for u in view.on_node.get(node, ()) if not view.pods[u].daemon),
+            key=lambda u: _size(view, u),
+        )
+        if not pods:
+            placer.closed.add(node)
+            drains.append(Drain(node, group, tainted, (), None))
+            continue
+        why = _refused_pods(rules, view, evictions, evicted, pods)
+        if why is not None:
+            blocked.append(Blocked(node, tainted, why))
+            continue
+        placed = placer.drain(node, pods)
+        if isinstance(placed, str):
+            blocked.append(Blocked(node, tainted, placed))
+            continue
+        evicted.extend(pods)
+        moves = tuple(Move(u, view.pods[u].key, dest) for u, dest in placed)
+        where = ", ".join(f"{m.pod} to {m.destination}" for m in moves)
+        reason = (
+            f"drain {node} (consolidation candidate): {len(moves)} pod(s) fit elsewhere: {where}"
+        )
+        plan = Plan(
+            trigger=TRIGGER,
+            node=node,
+            victims=rules.victims(pods, pods, f"drain of {node}"),
+            preemptor=None,
+            queue=node,
+            reason=reason,
+            needs_approval=False,
+            cost=rules.cost(pods, pods),
+        )
+        drains.append(Drain(node, group, tainted, moves, plan))
+    return DrainPlan(tuple(drains), tuple(blocked), cut)
+
+
+# ------------------------------------------------------------------ the rules
+
+
+def _group(view: ClusterView, node: str, settings: DrainSettings) -> str:
+    return view.nodes[node].labels.get(settings.group_label, "")
+
+
+def _refused_node(
+    view: ClusterView,
+    node: str,
+    tainted: bool,
+    drains: Sequence[Drain],
+    placer: _Placer,
+    settings: DrainSettings,
+    now: float,
+) -> str | None:
+    """Why ``node`` may not be drained whatever its pods: unknown, it takes pods of an
+    earlier drain, or (a new drain) the cap on draining nodes or its group's budget."""
+    if node not in view.nodes or node not in view.state.index:
+        return f"node {node} is not known"
+    if node in placer.received:
+        return f"{node} takes pods moved off other nodes in this plan"
+    if tainted:
+        return None
+    if len(drains) >= settings.max_draining:
+        return f"drain.max_draining: {settings.max_draining} node(s) draining already"
+    group = _group(view, node, settings)
+    size = sum(1 for n in view.nodes.values() if n.labels.get(settings.group_label, "") == group)
+    allowed = budgets.allowed(settings, group, size, now)
+    busy = sum(1 for d in drains if d.group == group)
+    if allowed is not None and busy >= allowed:
+        named = f"node group {group}" if group else "the nodes without a node group"
+        return f"the drain budget of {named} lets {allowed} of its {size} node(s) drain now"
+    return None
+
+
+def _refused_pods(
+    rules: _Rules,
+    view: ClusterView,
+    evictions: EvictionSettings,
+    evicted: Sequence[str],
+    pods: Sequence[str],
+) -> str | None:
+    """Why ``pods`` may not all be evicted beside ``evicted`` (the plan's earlier drains):
+    a pod's level or checkpoint, a gang with members elsewhere, a PDB, the caps."""
+    for uid in pods:
+        if not rules.allowed(uid):
+            return _why_not(rules, view, uid)
+    together = (*evicted, *pods)
+    if rules.closure(together, frozenset(together)) is not None:
+        return None
+    alone = rules.closure(pods, None)
+    if alone is not None and not set(alone) <= set(pods):
+        gang = next(view.pods[u].gang for u in alone if u not in pods)
+        return f"gang {gang} would fall below minMember: it has members on other nodes"
+    uncapped = _Rules(view, rules.displacer, evictions, rules.now)
+    if uncapped.closure(together, frozenset(together)) is not None:
+        return (
+            f"{len(pods)} eviction(s) (with the plan's earlier drains, {len(together)}) exceed"
+            " one cycle's caps (evictions.max_per_cycle, max_per_node_per_cycle,"
+            " max_per_namespace_per_cycle, eviction_burst)"
+        )
+    covering = sorted({view.budgets[k].key for u in pods for k in rules.budgets(u)})
+    return f"PodDisruptionBudget(s) {', '.join(covering)} allow too few disruptions"
+
+
+def _why_not(rules: _Rules, view: ClusterView, uid: str) -> str:
+    facts = view.pods[uid]
+    if uid in view.shielded:
+        return f"{facts.key} is writing a checkpoint (stowage.io/checkpointing)"
+    if len(rules.budgets(uid)) > 1:
+        return f"{facts.key} is covered by more than one PodDisruptionBudget (none may evict it)"
+    level = rules.level[uid].name.lower()
+    return f"{facts.key} is {level}: a drain moves pods up to drain.max_level only"
+
+
+def _size(view: ClusterView, uid: str) -> tuple[int, int, int, str]:
+    """Largest first: GPUs, then CPU, then memory (first-fit decreasing)."""
+    r = view.pods[uid].request
+    return (-r.gpus, -r.cpu_m, -r.mem_b, uid)
+
+
+# ------------------------------------------------------------------ placement
+
+
+class _Placer:
+    """A working copy of the cluster that the plan's moves are placed into, one pod at a
+    time: Stowage's state (its filter and the policy's score) and kube-scheduler's
+    (the feasibility snapshot)."""
+
+    def __init__(self, view: ClusterView, closed: set[str]) -> None:
+        self.view = view
+        self.state = copy.deepcopy(view.state)
+        self.pods = dict(view.snapshot.pods)
+        self.snapshot = view.snapshot
+        self.closed = closed
+        """Nodes no pod may move to: those draining already and those the plan drains."""
+        self.received: set[str] = set()
+
+    def drain(self, node: str, pods: Sequence[str]) -> list[tuple[str, str]] | str:
+        """Each of ``pods`` (on ``node``) with its destination, taking its room; or why
+        one fits nowhere, with nothing taken."""
+        was_closed = node in self.closed
+        self.closed.add(node)
+        originals = {u: self.pods.pop(u) for u in pods if u in self.pods}
+        taken: list[tuple[str, str, Placement]] = []
+        failure = None
+        for uid in pods:
+            found = self._place(uid)
+            if isinstance(found, str):
+                failure = f"{self.view.pods[uid].key} fits on no other node: {found}"
+                break
+            taken.append((uid, *found))
+        if failure is None:
+            self.received.update(dest for _, dest, _ in taken)
+            return [(uid, dest) for uid, dest, _ in taken]
+        for uid, _, placement in taken:  # put back what the drain took
+            request = self.view.pods[uid].request
+            milli = request.gpu_milli if placement.devices else 0
+            self.state.release(placement, request.cpu_m, request.mem_b, milli, request.tag)
+            del self.pods[uid]
+        self.pods.update(originals)
+        self.snapshot = feasibility.Snapshot(self.snapshot.nodes, self.pods)
+        if not was_closed:
+            self.closed.discard(node)
+        return failure
+
+    def _place(self, uid: str) -> tuple[str, Placement] | str:
+        view, state = self.view, self.state
+        facts = view.pods[uid]
+        request = facts.request
+        rows = np.array(
+            [i for i, n in enumerate(state.names) if n not in self.closed], dtype=np.int64
+        )
+        if not len(rows):
+            return "every other node is draining"
+        found = judge(state, view.policy, request, rows, view.signals)
+        passing = rows[~found.refused]
+        if not len(passing):
+            return f"Stowage's filter refuses it everywhere ({found.reasons[0]})"
+        scores = view.policy.score_nodes(state, request, passing)
+        order = sorted(
+            zip(passing.tolist(), scores.tolist(), strict=True),
+            key=lambda p: (-p[1], state.names[p[0]]),
+        )
+        moved = dataclasses.replace(facts.scheduling, node=None, nominated=None)
+        self.snapshot = feasibility.Snapshot(self.snapshot.nodes, self.pods)
+        question = feasibility.Question(moved, self.snapshot)
+        first: feasibility.Verdict | None = None
+        for i, _ in order:
+            name = state.names[i]
+            verdict = question.without(name)
+            if not verdict.fits:
+                first = first or verdict
+                continue
+            devices = view.policy.devices(state, i, request) if request.gpus else ()
+            milli = request.gpu_milli if devices else 0
+            placement = Placement(i, devices)
+            try:
+                state.allocate(placement, request.cpu_m, request.mem_b, milli, request.tag)
+            except ValueError as e:  # the filter's room and the devices' disagree: not here
+                first = first or feasibility.Verdict(feasibility.Outcome.REFUSED, "", str(e))
+                continue
+            self.pods[uid] = dataclasses.replace(moved, node=name)
+            return name, placement
+        assert first is not None
+        rule = f"{first.rule}: " if first.rule else ""
+        return (
+            "kube-scheduler's filters refuse it on every node Stowage's filter passes"
+            f" ({rule}{first.reason})"
+        )
