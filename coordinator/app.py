@@ -157,17 +157,14 @@ async def metrics(request: web.Request) -> web.Response:
 
 async def _expiry(app: web.Application) -> AsyncIterator[None]:
     services = app[SERVICES]
-    period = min(5.0, services.settings.signals.report_ttl_s / 4)
+    freshness = services.cluster.freshness
 
     async def loop() -> None:
         while True:
             for name in services.cluster.expire():
-                log.info(
-                    "node %s: no report for %gs, now unknown (neutral)",
-                    name,
-                    services.settings.signals.report_ttl_s,
-                )
-            await asyncio.sleep(period)
+                why = freshness.verdict(name).reason
+                log.info("node %s: %s, now unknown (neutral)", name, why)
+            await asyncio.sleep(freshness.expiry_period_s)
 
     task = asyncio.create_task(loop(), name="stowage-expiry")
     yield

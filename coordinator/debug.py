@@ -67,18 +67,21 @@ async def evictions(request: web.Request) -> web.Response:
 
 async def colocation(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
-    hub = services.cluster.colocation
+    cluster = services.cluster
+    hub = cluster.colocation
     now = services.clock.monotonic()
     leading = services.leader.is_set() or not hub.elected
+
+    def explain(node: str) -> dict[str, Any]:
+        return hub.explain(node, now, cluster.freshness.verdict(node, now).age_s)
+
     node = request.query.get("node", "")
     if not node:
         throttled = sorted(n for n, t in hub.throttles.items() if t.quota_m is not None)
-        return web.json_response(
-            {"leading": leading, "throttled": [hub.explain(n, now) for n in throttled]}
-        )
-    if node not in services.cluster.specs:
+        return web.json_response({"leading": leading, "throttled": [explain(n) for n in throttled]})
+    if node not in cluster.specs:
         return web.json_response({"error": f"node {node} is not known"}, status=404)
-    return web.json_response({"leading": leading, **hub.explain(node, now)})
+    return web.json_response({"leading": leading, **explain(node)})
 
 
 MAX_NODES_LIMIT = 100_000

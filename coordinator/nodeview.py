@@ -98,7 +98,7 @@ class NodeView:
             i = state.index[name]
             spec = cluster.specs[name]
             signals = cluster.signals.get(name)
-            received = cluster.received_at.get(name)
+            age_s = cluster.freshness.age_s(name, now)
             throttle = throttles.get(name, RELEASED)
             throttled = throttle.quota_m is not None
             gpus = int(state.gpu_count[i])
@@ -124,8 +124,8 @@ class NodeView:
                     gpu_unhealthy=len(bad),
                     gpu_health=gpuhealth.summary(bad) if bad else None,
                     stale=signals is None,
-                    age_s=None if received is None else max(0.0, now - received),
-                    reporting=received is not None,
+                    age_s=age_s,
+                    reporting=age_s is not None,
                 )
             )
         return tiles

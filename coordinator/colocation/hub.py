@@ -3,17 +3,18 @@
 :class:`Colocation` is held by :class:`~coordinator.live.LiveCluster`: each applied report
 is turned into :class:`~coordinator.colocation.inputs.NodeInput` and stepped through the
 controller at the time its request was *received* (the coordinator's monotonic clock, as
-every freshness judgement). A node whose latest report is older than
-``signals.report_ttl_s`` loses its facts and its throttle is released
-(:meth:`Colocation.expire`), so a silent node is never left throttled by the coordinator —
+every freshness judgement). A node whose latest report went stale
+(:mod:`coordinator.live.freshness` judges it) loses its facts and its throttle is released
+(:meth:`Colocation.release`), so a silent node is never left throttled by the coordinator —
 and its agent, hearing nothing valid, returns to the defaults after the directive TTL.
 
 With each report goes the time its LS stall rate covers (the controller counts it toward
 the tightening dwell): the time since the node's previous report, but only where the two
 are consecutive samples of one agent run (``seq`` one apart: no report missed, no restart
-between, so the rate's interval is exactly theirs), and the lesser of the gap between their
-receipts here and between their ``measured_at`` at the agent (a report delayed in transit
-does not stretch it), at most ``report_ttl_s``.
+between, so the rate's interval is exactly theirs) and that report's facts are still held
+(not released as stale), and the lesser of the gap between their receipts here (at most
+the report TTL: :meth:`coordinator.live.freshness.Receipts.since_previous_s`) and between
+their ``measured_at`` at the agent (a report delayed in transit does not stretch it).
 
 Only the leader's decisions leave the process. Every replica steps every node (agents
 report to all replicas), so a replica that takes over holds the same throttles the old
@@ -67,15 +68,11 @@ class Decision:
 
 
 class Colocation:
-    def __init__(
-        self, settings: ColocationSettings, report_ttl_s: float, metrics: CoordinatorMetrics
-    ) -> None:
+    def __init__(self, settings: ColocationSettings, metrics: CoordinatorMetrics) -> None:
         self.settings = settings
-        self.report_ttl_s = report_ttl_s
         self.metrics = metrics
         self.facts: dict[str, NodeInput] = {}
         """Facts of each node's latest fresh report."""
-        self.received_at: dict[str, float] = {}
         self.sampled: dict[str, tuple[int, float]] = {}
         """``seq`` and ``measured_at`` of each node's latest fresh report."""
         self.throttles: dict[str, Throttle] = {}
@@ -102,7 +99,7 @@ class Colocation:
         if throttle is not None and throttle.quota_m is not None:
             self._throttled -= 1
             self.metrics.be_throttled_nodes.set(self._throttled)
-        tables = (self.facts, self.received_at, self.sampled, self.throttles, self.labels)
+        tables = (self.facts, self.sampled, self.throttles, self.labels)
         for table in (*tables, self._pools):
             table.pop(node, None)
 
@@ -117,36 +114,29 @@ class Colocation:
             self._pools[node] = pool
         return pool
 
-    def observe(self, report: NodeReport, received_at: float) -> Throttle:
-        """Step the node of an applied report (its request arrived at ``received_at``)."""
+    def observe(self, report: NodeReport, received_at: float, since_s: float | None) -> Throttle:
+        """Step the node of an applied report (its request arrived at ``received_at``,
+        ``since_s`` after the node's previous report, None before any)."""
         node = report.node
         facts = node_input(report, self.settings.qos_label, self.facts.get(node))
         self.facts[node] = facts
-        covered = self._covered_s(report, received_at)
-        self.received_at[node] = received_at
+        covered = self._covered_s(report, since_s)
         self.sampled[node] = (report.seq, report.measured_at)
         return self._step(node, facts, received_at, covered)
 
-    def _covered_s(self, report: NodeReport, received_at: float) -> float:
+    def _covered_s(self, report: NodeReport, since_s: float | None) -> float:
         """The time since the node's previous report that this one's rates cover (see the
         module); 0 where it is not known."""
-        node = report.node
-        previous = self.sampled.get(node)
-        last_received = self.received_at.get(node)
-        if previous is None or last_received is None or report.seq != previous[0] + 1:
+        previous = self.sampled.get(report.node)
+        if previous is None or since_s is None or report.seq != previous[0] + 1:
             return 0.0
-        gap = min(received_at - last_received, report.measured_at - previous[1])
-        return max(0.0, min(gap, self.report_ttl_s))
+        return max(0.0, min(since_s, report.measured_at - previous[1]))
 
-    def expire(self, now: float) -> list[str]:
-        """Release the throttles of nodes without a report for ``report_ttl_s``; return
-        the nodes whose facts went."""
-        stale = [n for n, at in self.received_at.items() if now - at > self.report_ttl_s]
-        for node in stale:
-            del self.facts[node], self.received_at[node]
+    def release(self, node: str, now: float) -> None:
+        """The node's report went stale: its facts go and its throttle is released."""
+        if self.facts.pop(node, None) is not None:
             self.sampled.pop(node, None)
             self._step(node, None, now)
-        return stale
 
     def _step(
         self, node: str, facts: NodeInput | None, now: float, covered_s: float = 0.0
@@ -179,12 +169,12 @@ class Colocation:
         be_pods = list(facts.be_pods) if facts is not None and acting else []
         return Decision(throttle.quota_m, throttle.reason, be_pods, local)
 
-    def explain(self, node: str, now: float) -> dict[str, Any]:
-        """Why the node's BE pods are (or are not) throttled right now."""
+    def explain(self, node: str, now: float, received_s_ago: float | None) -> dict[str, Any]:
+        """Why the node's BE pods are (or are not) throttled right now (its latest report
+        received ``received_s_ago``, None before any)."""
         throttle = self.throttles.get(node, RELEASED)
         facts = self.facts.get(node)
         pool = self.pool_of(node)
-        received = self.received_at.get(node)
         answer: dict[str, Any] = {
             "node": node,
             "pool": pool.name,
@@ -195,7 +185,7 @@ class Colocation:
             "relaxing_in_s": _remaining(throttle.below_since, pool.relax_after_s, now)
             if throttle.quota_m is not None
             else None,
-            "report_received_s_ago": None if received is None else now - received,
+            "report_received_s_ago": received_s_ago,
             "thresholds": {
                 "pressure_high_pct": pool.pressure_high_pct,
                 "pressure_low_pct": pool.pressure_low_pct,

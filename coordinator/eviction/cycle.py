@@ -7,8 +7,8 @@ at or above ``pressure_full_avg10_pct`` in every report received for
 ``pressure_for_s`` — by the coordinator's receipt clock, from the first such report to a
 later one received at least ``pressure_for_s`` after it: the pressure must be seen to
 hold, so one report, however long it stays fresh, never evicts.
-A report below the threshold, a report without PSI, or no fresh report (older than
-``report_ttl_s`` by receipt, even before the expiry loop has noticed) starts the count
+A report below the threshold, a report without PSI, or no fresh report (stale by
+:mod:`coordinator.live.freshness`, even before the expiry loop has noticed) starts the count
 afresh: stale or missing reports never lead to an eviction. The window is longer than
 the colocation controller's tightening, so pressure that lasts is pressure the
 best-effort throttle did not relieve. Reports are sampled once a cycle (one report
@@ -21,8 +21,6 @@ are planned first in the next cycle. Both on the injected monotonic clock.
 
 from __future__ import annotations
 
-import math
-
 from coordinator.config import EvictionSettings
 from coordinator.eviction.executor import Executor
 from coordinator.eviction.plan import Deadline, Refusal, plan_preemption, plan_pressure
@@ -34,9 +32,8 @@ from coordinator.state.podfacts import PodFacts
 class PressureWatch:
     """Since when each node's memory pressure has held, on the receipt clock."""
 
-    def __init__(self, settings: EvictionSettings, report_ttl_s: float) -> None:
+    def __init__(self, settings: EvictionSettings) -> None:
         self._settings = settings
-        self._ttl_s = report_ttl_s
         self._since: dict[str, float] = {}
 
     def due(self, cluster: LiveCluster) -> list[str]:
@@ -46,15 +43,18 @@ class PressureWatch:
         for node in list(self._since):
             if node not in cluster.signals:
                 del self._since[node]
-        for node, signals in cluster.signals.items():
-            received = cluster.received_at[node]
-            full = signals.memory_full_pct
-            if now - received > self._ttl_s or math.isnan(full) or full < threshold:
-                self._since.pop(node, None)
-            else:
-                self._since.setdefault(node, received)
         dwell = self._settings.pressure_for_s
-        return sorted(n for n, s in self._since.items() if cluster.received_at[n] - s >= dwell)
+        due = []
+        for node, signals in cluster.signals.items():
+            pressed = signals.memory_full_pct >= threshold  # NaN (no PSI) never is
+            report = cluster.freshness.verdict(node, now) if pressed else None
+            if report is None or not report.fresh or report.received_at is None:
+                self._since.pop(node, None)
+                continue
+            since = self._since.setdefault(node, report.received_at)
+            if report.received_at - since >= dwell:
+                due.append(node)
+        return sorted(due)
 
 
 class Cycle:
@@ -62,7 +62,7 @@ class Cycle:
         self._cluster = cluster
         self._executor = executor
         self._settings = cluster.settings.evictions
-        self.pressure = PressureWatch(self._settings, cluster.settings.signals.report_ttl_s)
+        self.pressure = PressureWatch(self._settings)
         self._refusals: dict[str, str] = {}
         """Subject → the planner's last refusal: logged when it changes, not each cycle."""
         self._deferred: list[str] = []

@@ -61,7 +61,7 @@ def summarize(cluster: LiveCluster, name: str, now: float) -> Summary:
         ann.FULLNESS: ann.value({k: f"{v:.1f}" for k, v in fullness.items()}, now)
     }
     signals = cluster.signals.get(name)
-    last = cluster.last_report_at.get(name)
+    last = cluster.freshness.measured_at.get(name)
     if signals is None:
         since = f"no report since {ann.timestamp(last)}" if last is not None else "no report yet"
         values.update({ann.CONTIGUITY: None, ann.PRESSURE: None, ann.DIRECTIVES: None})

@@ -11,9 +11,9 @@ reports, and the extender's decisions over them — all over one :class:`Cluster
   Volcano's calls (:meth:`LiveCluster.counting_volcano`): its plugin cannot authenticate,
   so pods made up through it must not change what kube-scheduler, which may be behind
   mutual TLS, is told.
-* **Freshness is judged on the coordinator's own monotonic clock**: a node's signals
-  hold for ``report_ttl_s`` after its latest report was *received*, whatever the agent
-  wrote in ``measured_at`` (an agent's clock may be wrong, step back, or lie). Of two
+* **Freshness** — whether a node's report still counts, on the coordinator's own
+  receipt clock — is judged by :mod:`coordinator.live.freshness` alone; :meth:`expire`
+  drops the signals and releases the colocation throttle of nodes it finds stale. Of two
   reports of a node, the one whose request arrived later wins.
 
 Adding or removing a node rebuilds the state (rare); everything else updates it in place
@@ -37,6 +37,7 @@ from coordinator import feasibility
 from coordinator.colocation.hub import Colocation
 from coordinator.config import CoordinatorSettings
 from coordinator.live.decisions import FilterResult, explain, filter_nodes, prioritize_rows
+from coordinator.live.freshness import Receipts
 from coordinator.live.holdings import Held, Holdings
 from coordinator.live.rows import RowMemo
 from coordinator.metrics import CoordinatorMetrics
@@ -87,14 +88,10 @@ class LiveCluster:
         :meth:`counting_volcano`."""
         self.signals: dict[str, NodeSignals] = {}
         """Fresh signals by node: a node without an entry is unknown (neutral)."""
-        self.received_at: dict[str, float] = {}
-        """When the coordinator received each node's latest applied report (its monotonic
-        clock): what freshness and the order of reports are judged by. Holds known nodes
-        only (a node removed or relisted away takes its entry along), which
-        :meth:`apply_report` relies on."""
-        self.last_report_at: dict[str, float] = {}
-        """``measured_at`` of each node's latest applied report, as its agent wrote it:
-        shown (annotations), never trusted for freshness. Same keys as :attr:`received_at`."""
+        self.freshness = Receipts(settings.signals, clock)
+        """When each known node's latest applied report was received (a node removed or
+        relisted away takes its entry along): the one judge of freshness and of the order
+        of reports."""
         self.pods: dict[str, PodRequest] = {}
         """Every non-terminal pod the API server has, bound or pending, by ``ns/name``."""
         self.facts: dict[str, PodFacts] = {}
@@ -108,8 +105,8 @@ class LiveCluster:
         self.state: ClusterState | None = None
         self.engine: Engine | None = None
         self._row_memo = RowMemo()
-        self.colocation = Colocation(settings.colocation, settings.signals.report_ttl_s, metrics)
-        """Per-node best-effort throttles, fresh by the same receipt clock as the signals."""
+        self.colocation = Colocation(settings.colocation, metrics)
+        """Per-node best-effort throttles, released as the same judge makes signals stale."""
 
     @property
     def held(self) -> dict[str, Held]:
@@ -271,34 +268,31 @@ class LiveCluster:
         the report already applied was overtaken (a retry that took longer): it is
         ignored, and False returned. The agent's ``measured_at`` plays no part."""
         node = report.node
+        if node not in self.specs:
+            raise KeyError(node)
         if received_at is None:
             received_at = self.clock.monotonic()
-        last = self.received_at.get(node)
-        if last is None:
-            if node not in self.specs:
-                raise KeyError(node)
-        elif received_at < last:
+        covered_s = self.freshness.since_previous_s(node, received_at)
+        if not self.freshness.receive(node, received_at, report.measured_at):
             return False
-        self.received_at[node] = received_at
-        self.last_report_at[node] = report.measured_at
         signals = self.signals[node] = signals_of(report)
         if self.state is not None:
             i = self.state.index[node]
             self.state.set_signals(i, self._effective(signals, self.specs[node]))
-        self.colocation.observe(report, received_at)
+        self.colocation.observe(report, received_at, covered_s)
         return True
 
     def expire(self) -> list[str]:
-        """Forget signals received more than ``report_ttl_s`` ago and lapsed assumptions;
-        return the nodes that became unknown. Both by the monotonic clock only."""
+        """Forget the signals of nodes whose report went stale (releasing their colocation
+        throttles) and lapsed assumptions; return the nodes that became unknown. Both by
+        the monotonic clock only."""
         now = self.clock.monotonic()
         self.holdings.expire(self.state, now)
         self.volcano_assumed.expire(None, now)
-        self.colocation.expire(now)
-        ttl = self.settings.signals.report_ttl_s
-        stale = [n for n in self.signals if now - self.received_at[n] > ttl]
+        stale = self.freshness.stale_among(self.signals, now)
         for name in stale:
             del self.signals[name]
+            self.colocation.release(name, now)
             if self.state is not None:
                 self.state.set_signals(self.state.index[name], UNKNOWN)
         self.metrics.stale_nodes.set(len(self.specs) - len(self.signals))
@@ -338,14 +332,11 @@ class LiveCluster:
             raise KeyError(name)
         i = self.state.index[name]
         answer = explain(self._engine(), pod, i, name in self.signals, self.settings.signals)
-        received = self.received_at.get(name)
+        verdict = self.freshness.verdict(name)
         answer["report"] = (
             None
-            if received is None
-            else {
-                "measured_at": self.last_report_at[name],
-                "received_s_ago": self.clock.monotonic() - received,
-            }
+            if verdict.age_s is None
+            else {"measured_at": verdict.measured_at, "received_s_ago": verdict.age_s}
         )
         return answer
 
@@ -383,8 +374,7 @@ class LiveCluster:
         """Nodes left the cluster: their reports go, pods on them wait or go."""
         for name in gone:
             self.signals.pop(name, None)
-            self.received_at.pop(name, None)
-            self.last_report_at.pop(name, None)
+            self.freshness.forget(name)
             self.colocation.forget(name)
         self.holdings.leave(gone)
         self.volcano_assumed.leave(gone)

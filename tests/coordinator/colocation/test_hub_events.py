@@ -53,7 +53,7 @@ def change(quota_m: int | None, kind: Change, reason: str) -> Throttle:
 
 
 async def test_each_change_is_an_event_on_its_node(kube: KubeApi, recorder: EventRecorder) -> None:
-    hub = Colocation(ColocationSettings(), 60.0, CoordinatorMetrics())
+    hub = Colocation(ColocationSettings(), CoordinatorMetrics())
     leader = asyncio.Event()
     leader.set()
     hub.pending.append(("w1", change(4000, Change.TIGHTENED, "tightened: LS stall 40% >= 30%")))
@@ -96,7 +96,7 @@ async def test_each_change_is_an_event_on_its_node(kube: KubeApi, recorder: Even
 async def test_a_follower_writes_no_event_and_drops_its_changes(
     kube: KubeApi, recorder: EventRecorder
 ) -> None:
-    hub = Colocation(ColocationSettings(), 60.0, CoordinatorMetrics())
+    hub = Colocation(ColocationSettings(), CoordinatorMetrics())
     leader = asyncio.Event()
     hub.pending.append(("w1", change(4000, Change.TIGHTENED, "tightened")))
     task = asyncio.create_task(write_events(hub, recorder, leader, period_s=0.01))

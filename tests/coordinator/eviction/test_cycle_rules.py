@@ -181,7 +181,7 @@ async def test_no_eviction_where_stowage_filter_would_still_refuse(
         rig.add(pod(f"low-{where}", node=where, gpus=8))
         short = NodeSignals(measured_at=rig.clock.wall(), contiguous_2mib_b=2**20)
         rig.cluster.signals[where] = short
-        rig.cluster.received_at[where] = rig.clock.monotonic()
+        rig.cluster.freshness.receive(where, rig.clock.monotonic(), short.measured_at)
         state.set_signals(state.index[where], short)
     rig.add(want(annotations={"stowage.io/needs-contiguous-memory": "1Gi"}))
     await rig.cycle.run()

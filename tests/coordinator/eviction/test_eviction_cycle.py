@@ -72,10 +72,11 @@ class CycleRig:
 
     def report(self, full_pct: float) -> None:
         """A report of node gpu-a received now (memory PSI full avg10)."""
+        measured_at = self.clock.wall()
         self.cluster.signals["gpu-a"] = NodeSignals(
-            measured_at=self.clock.wall(), memory_full_pct=full_pct
+            measured_at=measured_at, memory_full_pct=full_pct
         )
-        self.cluster.received_at["gpu-a"] = self.clock.monotonic()
+        self.cluster.freshness.receive("gpu-a", self.clock.monotonic(), measured_at)
 
     def close(self) -> None:
         self.client.close()
@@ -133,6 +134,25 @@ async def test_a_stale_report_never_leads_to_an_eviction(kube: KubeApi) -> None:
         rig.report(40.0)
         await rig.cycle.run()
         # No report since; the expiry loop has not run yet, so the signals are still held.
+        rig.clock.advance(rig.settings.signals.report_ttl_s + 1)
+        await rig.cycle.run()
+        assert rig.exists("large")
+        assert not any("pressure" in line for line in rig.log.lines())
+    finally:
+        rig.close()
+
+
+async def test_a_window_completed_by_a_report_gone_stale_evicts_nothing(kube: KubeApi) -> None:
+    """Pressure seen from 0 s to 30 s would be due, but the 30 s report is older than the
+    TTL when the cycle looks (the expiry loop has not dropped it yet)."""
+    rig = CycleRig(kube, enabled=True, pressure_for_s=30)
+    try:
+        rig.add(best_effort("large", "8Gi"))
+        for _ in range(3):  # 0, 10, 20 s: not yet due
+            rig.report(40.0)
+            await rig.cycle.run()
+            rig.clock.advance(10)
+        rig.report(40.0)  # 30 s: the window is complete, but no cycle runs now
         rig.clock.advance(rig.settings.signals.report_ttl_s + 1)
         await rig.cycle.run()
         assert rig.exists("large")

@@ -94,8 +94,8 @@ class IngestRig:
         assert state is not None
         return (
             dict(self.cluster.signals),
-            dict(self.cluster.last_report_at),
-            dict(self.cluster.received_at),
+            dict(self.cluster.freshness.measured_at),
+            dict(self.cluster.freshness.received_at),
             state.version.tolist(),
             state.cpu_pressure_pct.tobytes(),
             state.memory_pressure_pct.tobytes(),

@@ -39,7 +39,7 @@ async def test_reporter_delivers_to_ingest_and_keeps_the_directives(
     assert directives.node == "node-a"
     assert directives.ttl_s == rig.services.settings.ingest.directive_ttl_s
     assert reporter.current_directives() == directives
-    assert rig.cluster.last_report_at["node-a"] == report.measured_at
+    assert rig.cluster.freshness.measured_at["node-a"] == report.measured_at
     assert rig.cluster.signals["node-a"] == signals_of(report)
     assert refused.value.status == 403
     assert "node-b" not in rig.cluster.signals

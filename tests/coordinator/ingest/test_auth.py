@@ -397,7 +397,7 @@ async def test_ingest_with_token_review(
 
     assert [r.status for r in (ok, mismatch, unbound, again)] == [200, 403, 401, 200]
     assert api_server.tokens_reviewed() == ["agent-token-a", "agent-token-b", "unbound-token"]
-    assert rig.cluster.last_report_at["node-a"] == LATER  # the second report was taken
+    assert rig.cluster.freshness.measured_at["node-a"] == LATER  # the second report was taken
 
 
 async def test_ingest_answers_503_while_the_api_server_is_down(

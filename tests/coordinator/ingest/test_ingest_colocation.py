@@ -302,12 +302,12 @@ async def test_a_rate_after_a_missed_report_counts_from_now(rig: IngestRig) -> N
 
 
 async def test_a_rate_covers_at_most_the_report_ttl(rig: IngestRig) -> None:
-    colocation = rig.cluster.colocation
+    ttl = rig.services.settings.signals.report_ttl_s
     await answer(rig, rated(1, 3.0, T0))
     rig.clock.advance(500.0)  # no expiry ran between: the node still has its facts
     second = await answer(rig, rated(2, 47.5, T0 + 500.0))
     assert second.be_reason == (
-        f"tightened: LS cpu some 47.5% over the last {colocation.report_ttl_s:.0f}s >= 30% for 10s"
+        f"tightened: LS cpu some 47.5% over the last {ttl:.0f}s >= 30% for 10s"
     )
 
 

@@ -71,7 +71,7 @@ async def test_accepted_report_sets_the_nodes_signals_and_answers_directives(
     assert directives.ttl_s == rig.services.settings.ingest.directive_ttl_s
     assert directives.be_cpu_quota_m is None
 
-    assert rig.cluster.last_report_at["node-a"] == report.measured_at
+    assert rig.cluster.freshness.measured_at["node-a"] == report.measured_at
     assert rig.cluster.signals["node-a"] == signals_of(report)
     assert set(rig.cluster.signals) == {"node-a"}
     state = rig.cluster.state
@@ -80,7 +80,7 @@ async def test_accepted_report_sets_the_nodes_signals_and_answers_directives(
     assert isinstance(report.memfrag, MemfragSection)
     assert isinstance(report.numa, NumaSection)
     assert isinstance(report.gpus, GpuSection)
-    assert rig.cluster.received_at == {"node-a": rig.clock.monotonic()}
+    assert rig.cluster.freshness.received_at == {"node-a": rig.clock.monotonic()}
     assert state.cpu_used_pct[i] == report.usage.cpu.used_pct  # type: ignore[union-attr]
     assert state.contiguous_2mib_b[i] == sum(n.free_b_ge_2mib for n in report.memfrag.nodes)
     assert state.largest_numa_cpu_m[i] == max(n.cpu_count for n in report.numa.nodes) * 1000
@@ -118,7 +118,7 @@ async def test_a_newer_report_replaces_the_last(rig: IngestRig) -> None:
     resp = await rig.post(newer)
 
     assert resp.status == 200
-    assert rig.cluster.last_report_at["node-a"] == newer.measured_at
+    assert rig.cluster.freshness.measured_at["node-a"] == newer.measured_at
     assert rig.cluster.signals["node-a"] == signals_of(newer)
     assert codec.decode_directives(await resp.read()).issued_at == rig.clock.wall()
     assert rig.outcomes() == {"accepted": 2}
@@ -134,7 +134,7 @@ async def test_chunked_report_within_the_limit_is_accepted(rig: IngestRig) -> No
     resp = await rig.post(chunks(), token="token-of-node-b")
 
     assert resp.status == 200
-    assert rig.cluster.last_report_at["node-b"] == report_for("node-b").measured_at
+    assert rig.cluster.freshness.measured_at["node-b"] == report_for("node-b").measured_at
 
 
 async def test_without_auth_any_caller_may_report_for_any_known_node(make_rig: MakeRig) -> None:
@@ -362,7 +362,7 @@ async def test_report_for_a_node_the_cluster_lacks_is_409(rig: IngestRig) -> Non
 
     assert "'ghost' is not known" in await error_of(resp, 409)
     assert rig.snapshot() == before
-    assert "ghost" not in rig.cluster.last_report_at
+    assert "ghost" not in rig.cluster.freshness.measured_at
     assert rig.outcomes() == {"accepted": 1, "unknown_node": 1}
 
 

@@ -47,7 +47,7 @@ async def test_a_report_dated_beyond_the_allowance_is_refused(
 async def test_a_report_at_the_allowance_is_taken(rig: IngestRig) -> None:
     report = report_for("node-a", now=rig.clock.wall() + ALLOWANCE_S)
     assert (await rig.post(report)).status == 200
-    assert rig.cluster.last_report_at["node-a"] == report.measured_at
+    assert rig.cluster.freshness.measured_at["node-a"] == report.measured_at
 
 
 async def test_after_a_refused_far_future_report_the_next_correct_one_is_taken(
@@ -60,8 +60,8 @@ async def test_after_a_refused_far_future_report_the_next_correct_one_is_taken(
     correct = report_for("node-a", seq=2, variant=1, now=rig.clock.wall())
 
     assert (await rig.post(correct)).status == 200
-    assert rig.cluster.last_report_at["node-a"] == correct.measured_at
-    assert rig.cluster.received_at["node-a"] == rig.clock.monotonic()
+    assert rig.cluster.freshness.measured_at["node-a"] == correct.measured_at
+    assert rig.cluster.freshness.received_at["node-a"] == rig.clock.monotonic()
 
 
 async def test_a_report_dated_hours_back_is_fresh_for_the_whole_ttl(rig: IngestRig) -> None:

@@ -145,7 +145,7 @@ async def test_refused_reports_change_nothing(api: rig.RecordingKubeApi, start: 
     await rig.eventually(
         lambda: rig.contiguity(api.annotations("worker-1")) == "0.10Gi", "worker-1 published"
     )
-    before = (dict(c.cluster.last_report_at), dict(c.cluster.signals), list(api.seen))
+    before = (dict(c.cluster.freshness.measured_at), dict(c.cluster.signals), list(api.seen))
     annotations = {n: api.annotations(n) for n in ("worker-1", "worker-2")}
     api.add_token("token-of-ghost", node="ghost", audiences=[rig.AUDIENCE])
     w2 = api.agent_token("worker-2")
@@ -163,7 +163,7 @@ async def test_refused_reports_change_nothing(api: rig.RecordingKubeApi, start: 
         assert got == status, (outcome, reply)
         assert "error" in json.loads(reply)
     await rig.publisher_ticks(c, 3)
-    assert (dict(c.cluster.last_report_at), dict(c.cluster.signals)) == before[:2]
+    assert (dict(c.cluster.freshness.measured_at), dict(c.cluster.signals)) == before[:2]
     assert {n: api.annotations(n) for n in annotations} == annotations
     writes = [s for s in api.seen[len(before[2]) :] if s.method == "PATCH"]
     assert writes == []

@@ -47,8 +47,8 @@ def test_a_report_fills_its_nodes_row(cluster: LiveCluster, clock: FakeClock) ->
         cluster.state.cpu_used_pct[row(cluster, "gpu-a")] == cluster.signals["gpu-a"].cpu_used_pct
     )
     assert math.isnan(cluster.state.cpu_used_pct[row(cluster, "gpu-b")])
-    assert cluster.last_report_at == {"gpu-a": clock.wall()}
-    assert cluster.received_at == {"gpu-a": clock.monotonic()}
+    assert cluster.freshness.measured_at == {"gpu-a": clock.wall()}
+    assert cluster.freshness.received_at == {"gpu-a": clock.monotonic()}
 
 
 def test_a_report_whose_request_arrived_before_the_applied_ones_is_ignored(
@@ -65,8 +65,8 @@ def test_a_report_whose_request_arrived_before_the_applied_ones_is_ignored(
 
     assert not cluster.apply_report(older, received_at=first_arrival)
     assert cluster.signals["gpu-a"] is before
-    assert cluster.received_at["gpu-a"] == clock.monotonic()
-    assert cluster.last_report_at["gpu-a"] == newer.measured_at
+    assert cluster.freshness.received_at["gpu-a"] == clock.monotonic()
+    assert cluster.freshness.measured_at["gpu-a"] == newer.measured_at
 
 
 def test_reports_arriving_in_turn_each_apply_whatever_their_measured_at(
@@ -80,7 +80,7 @@ def test_reports_arriving_in_turn_each_apply_whatever_their_measured_at(
 
     assert cluster.apply_report(correct)
     assert cluster.signals["gpu-a"] == signals_of(correct)
-    assert cluster.last_report_at["gpu-a"] == clock.wall()
+    assert cluster.freshness.measured_at["gpu-a"] == clock.wall()
 
 
 def test_a_dead_agents_node_goes_unknown_after_the_ttl_whatever_its_measured_at(
@@ -139,7 +139,7 @@ def test_a_relist_without_a_node_forgets_its_reports(
 
     cluster.replace_nodes([gpu_node("gpu-b")])
 
-    assert set(cluster.signals) == set(cluster.last_report_at) == {"gpu-b"}
+    assert set(cluster.signals) == set(cluster.freshness.measured_at) == {"gpu-b"}
     with pytest.raises(KeyError):
         cluster.apply_report(build_report("gpu-a", now=clock.wall() + 1))
     clock.advance(cluster.settings.signals.report_ttl_s + 1)
