@@ -14,19 +14,36 @@ the colocation controller's tightening, so pressure that lasts is pressure the
 best-effort throttle did not relieve. Reports are sampled once a cycle (one report
 interval): avg10 already smooths over ten seconds.
 
-**Bounded planning.** Each plan's search stops at ``plan_deadline_s`` (the plan says it
-was cut) and the cycle's planning at ``cycle_budget_s``; the pending pods it did not reach
-are planned first in the next cycle. Both on the injected monotonic clock.
+**Off the event loop.** The planning itself runs in a forked child over the child's copy
+of the cluster (:mod:`coordinator.eviction.round`); the loop only forks, waits in a
+worker thread, and acts on the answer. A plan that no longer holds when the answer comes
+(its preemptor bound, a victim gone) is dropped and made again next cycle.
+
+**Nominations.** Once a preemption is carried out (every victim evicted, not in dry run),
+its preemptor is nominated to the node for ``nomination_ttl_s``
+(:mod:`coordinator.live.nominations`): every replica's filter holds that room for it.
+Each cycle drops the nominations of pods that were bound or are gone, and ends those that
+expired with an Event on the pod.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+from typing import Final
+
 from coordinator.config import EvictionSettings
 from coordinator.eviction.executor import Executor
-from coordinator.eviction.plan import Deadline, Refusal, plan_preemption, plan_pressure
-from coordinator.eviction.view import view_of
-from coordinator.live import LiveCluster
-from coordinator.state.podfacts import PodFacts
+from coordinator.eviction.plan import Plan, Refusal
+from coordinator.eviction.round import outdated, plan_round
+from coordinator.forked import ChildFailed, run_forked
+from coordinator.live import LiveCluster, nominations
+
+log = logging.getLogger(__name__)
+
+CHILD_GRACE_S: Final = 5.0
+"""How much longer than ``cycle_budget_s`` a planning child may take before it is killed:
+the budget is checked between plans, and one plan may run to its own deadline."""
 
 
 class PressureWatch:
@@ -65,51 +82,88 @@ class Cycle:
         self.pressure = PressureWatch(self._settings)
         self._refusals: dict[str, str] = {}
         """Subject → the planner's last refusal: logged when it changes, not each cycle."""
-        self._deferred: list[str] = []
+        self._deferred: tuple[str, ...] = ()
         """Pending pods (``ns/name``) the last cycle's planning budget left unplanned:
         planned first this time, so no pod waits behind the same others every cycle."""
 
     async def run(self) -> None:
-        """One cycle."""
+        """One cycle: nominations tidied, a round planned off the event loop
+        (:mod:`coordinator.eviction.round`), each plan still valid handed to the executor,
+        and each preemption it carried out nominated."""
         cluster, executor = self._cluster, self._executor
         await executor.start_cycle()
+        await self._tidy_nominations()
+        if cluster.state is None:
+            return
         now, now_mono = cluster.clock.wall(), cluster.clock.monotonic()
         cooling = executor.cooldowns.until(now_mono, now)
-        view = view_of(cluster, cooling)
-        if view is None:
+        job = functools.partial(
+            plan_round, cluster, cooling, self._deferred, self.pressure.due(cluster), now
+        )
+        try:
+            planned = await run_forked(job, self._settings.cycle_budget_s + CHILD_GRACE_S)
+        except ChildFailed as e:
+            log.error("eviction planning failed, nothing planned this cycle: %s", e)
             return
-        clock = cluster.clock.monotonic
-        budget_until = clock() + self._settings.cycle_budget_s
-        first = {key: k for k, key in enumerate(self._deferred)}
-        pending = sorted(_pending(cluster), key=lambda p: (first.get(p.key, len(first)), p.key))
-        self._deferred = []
-        for k, pod in enumerate(pending):
-            if clock() >= budget_until:
-                self._deferred = [p.key for p in pending[k:]]
-                break
-            deadline = Deadline(clock, min(clock() + self._settings.plan_deadline_s, budget_until))
-            outcome = plan_preemption(view, pod, self._settings, now, deadline)
-            if isinstance(outcome, Refusal):
-                await self._refused("preemption", pod.key, outcome)
-            else:
-                self._refusals.pop(pod.key, None)
-                await executor.consider(outcome)
-        for node in self.pressure.due(cluster):
-            outcome = plan_pressure(view, node, self._settings, now)
-            if isinstance(outcome, Refusal):
-                await self._refused("pressure", node, outcome)
-            else:
-                self._refusals.pop(node, None)
-                await executor.consider(outcome)
+        self._deferred = planned.deferred
+        for outcome in planned.outcomes:
+            answer = outcome.answer
+            if isinstance(answer, Plan):
+                why = outdated(cluster, answer)
+                if why is not None:  # replanned next cycle, on what is there then
+                    log.info("%s %s: plan dropped: %s", outcome.trigger, outcome.subject, why)
+                    continue
+            if isinstance(answer, Refusal):
+                await self._refused(outcome.trigger, outcome.subject, answer)
+                continue
+            self._refusals.pop(outcome.subject, None)
+            decision = await executor.consider(answer)
+            if decision == "evicted" and answer.preemptor_uid is not None:
+                await self._nominate(answer)
 
     async def _refused(self, trigger: str, subject: str, refusal: Refusal) -> None:
         if self._refusals.get(subject) != refusal.reason:
             self._refusals[subject] = refusal.reason
             await self._executor.refused(trigger, subject, refusal)
 
+    async def _nominate(self, plan: Plan) -> None:
+        """Hold the room ``plan`` freed for its preemptor, for ``nomination_ttl_s``."""
+        assert plan.preemptor is not None and plan.preemptor_uid is not None
+        cluster = self._cluster
+        now = cluster.clock.wall()
+        entry = nominations.Nomination(
+            plan.preemptor, plan.preemptor_uid, plan.node, now + self._settings.nomination_ttl_s
+        )
+        kept = tuple(
+            e for e in cluster.nominations.on(plan.node) if e.until > now and e.uid != entry.uid
+        )
+        await self._write(plan.node, (*kept, entry)[-nominations.MAX_PER_NODE :], now)
 
-def _pending(cluster: LiveCluster) -> list[PodFacts]:
-    """Pods on no node that the extender has not just placed either (an assumed pod is
-    about to be bound)."""
-    held = cluster.held
-    return [f for f in cluster.facts.values() if f.node is None and f.uid not in held]
+    async def _tidy_nominations(self) -> None:
+        """Drop the nominations whose pod was bound or is gone, and those expired (told
+        on the pod): every replica's filter stops holding their room."""
+        cluster = self._cluster
+        now = cluster.clock.wall()
+        for node in cluster.nominations.nodes():
+            entries = cluster.nominations.on(node)
+            kept = []
+            for entry in entries:
+                facts = cluster.facts.get(entry.uid)
+                if facts is None or facts.node is not None:
+                    continue
+                if entry.until <= now:
+                    await self._executor.nomination_expired(entry, self._settings.nomination_ttl_s)
+                    continue
+                kept.append(entry)
+            if len(kept) < len(entries):
+                await self._write(node, tuple(kept), now)
+
+    async def _write(
+        self, node: str, entries: tuple[nominations.Nomination, ...], now: float
+    ) -> None:
+        value = nominations.value(entries, now)
+        if await self._executor.nominate(node, value, f"{len(entries)} nominated"):
+            # As the watch will say: what this leader holds from now on, before the echo.
+            self._cluster.nominations.observe(
+                node, {} if value is None else {nominations.KEY: value}
+            )

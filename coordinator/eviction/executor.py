@@ -48,6 +48,7 @@ from coordinator.kube.client import KubeError
 from coordinator.kube.events import MAX_MESSAGE, EventType, ObjectRef
 from coordinator.kube.evictions import EvictionResult, Outcome
 from coordinator.kube.leader import LeaseLost
+from coordinator.live import nominations
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.ratelimit import TokenBucket
 
@@ -62,6 +63,8 @@ class EvictionApi(Protocol):
     def annotate_pod(
         self, namespace: str, name: str, annotations: Mapping[str, str | None]
     ) -> None: ...
+
+    def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None: ...
 
 
 class Recorder(Protocol):
@@ -397,6 +400,25 @@ class Executor:
             Decision(self._clock.wall(), plan.trigger, subject, decision, reason, victims)
         )
         log.info("%s %s: %s: %s", plan.trigger, subject, decision, reason)
+
+    async def nominate(self, node: str, value: str | None, why: str) -> bool:
+        """Write ``node``'s nominations (:mod:`coordinator.live.nominations`; None removes
+        them); ``why`` is for the log. False when the API server did not take it."""
+        try:
+            await asyncio.to_thread(self._api.annotate_node, node, {nominations.KEY: value})
+        except (KubeError, LeaseLost) as e:
+            log.warning("nominations on %s (%s): %s", node, why, e)
+            return False
+        return True
+
+    async def nomination_expired(self, entry: nominations.Nomination, ttl_s: float) -> None:
+        """The room held on ``entry.node`` went unused for ``ttl_s``: said once, on the pod."""
+        reason = (
+            f"the room made on {entry.node} was not used within {ttl_s:g}s: it is open to"
+            " other pods again"
+        )
+        self.decisions.add(Decision(self._clock.wall(), "preemption", entry.pod, "expired", reason))
+        await self._event(_pod_ref(entry.pod), EventType.NORMAL, "NominationExpired", reason)
 
     async def _annotate(self, pod: str, values: Mapping[str, str | None]) -> None:
         namespace, _, name = pod.partition("/")

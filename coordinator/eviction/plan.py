@@ -86,6 +86,8 @@ class Plan:
     cut: bool = False
     """The deadline stopped the search before it was done: the cheapest plan found by
     then, which a longer search might have beaten."""
+    preemptor_uid: str | None = None
+    """The pending pod's uid (preemption): its nomination names it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +199,11 @@ def plan_preemption(
     for i in np.flatnonzero(~found.refused).tolist():
         if question.without(state.names[i]).fits:
             return Refusal(f"{pod.key} fits on {state.names[i]} without evicting anyone")
-    resolvable = np.flatnonzero(~found.unresolvable).tolist()
+    resolvable = [
+        i
+        for i in np.flatnonzero(~found.unresolvable).tolist()
+        if state.names[i] not in view.promised
+    ]
     verdicts = [question.static(state.names[i]) for i in resolvable]
     rows = np.array([i for i, v in zip(resolvable, verdicts, strict=True) if v.fits], np.int64)
     if not len(rows):
@@ -226,6 +232,7 @@ def plan_preemption(
         needs_approval=weight > settings.approval_weight_above,
         cost=cost,
         cut=cut,
+        preemptor_uid=pod.uid,
     )
 
 

@@ -71,6 +71,9 @@ class ClusterView:
     snapshot: feasibility.Snapshot = field(default_factory=lambda: feasibility.Snapshot({}, {}))
     """The nodes and bound pods as kube-scheduler's filters see them (built by
     :meth:`index`): where the feasibility model judges each plan."""
+    promised: frozenset[str] = frozenset()
+    """Nodes whose room an earlier plan of the same round promised to its preemptor: no
+    other preemption is planned there (it could rest on victims that plan evicts)."""
 
     def index(self) -> ClusterView:
         """This view with :attr:`on_node` and :attr:`gangs` filled in from the pods."""

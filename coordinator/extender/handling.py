@@ -83,6 +83,14 @@ def request_of(pod: Mapping[str, Any], settings: CoordinatorSettings) -> PodRequ
         raise WireError(f"Pod: not a Kubernetes Pod ({e})") from e
 
 
+def priority_of(pod: Mapping[str, Any]) -> int:
+    """The pod's ``spec.priority`` (0 when absent or not a number): whether the room held
+    for nominated pods (:mod:`coordinator.live.nominations`) counts for it. The caller's
+    word, which can only change the answer given to that caller."""
+    priority = (pod.get("spec") or {}).get("priority")
+    return priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
+
+
 def check_count(listed: str, count: int, most: int) -> None:
     """Refuse (400) a list ``listed`` of more than ``most`` nodes
     (``extender.max_nodes_per_request``)."""

@@ -59,6 +59,7 @@ from coordinator.extender.handling import (
     endpoint,
     json_bytes_reply,
     json_reply,
+    priority_of,
     read_body,
     read_json,
     request_of,
@@ -84,8 +85,9 @@ async def filter_nodes(request: web.Request, services: Services) -> web.Response
     uid = _uid(args.pod)
     if uid:
         services.cluster.unassume(uid)  # asked again: its earlier guess no longer holds
-    result = services.cluster.filter(pod, args.names)
-    chosen = pick(services.cluster, args.pod, pod, args.names, result) if uid else None
+    with services.cluster.nominated_room(uid, priority_of(args.pod)):
+        result = services.cluster.filter(pod, args.names)
+        chosen = pick(services.cluster, args.pod, pod, args.names, result) if uid else None
     if chosen is not None:
         result.passing = [chosen]  # Stowage's first choice alone (see picking)
     if len(result.passing) == 1 and uid:
@@ -110,7 +112,8 @@ async def prioritize_nodes(request: web.Request, services: Services) -> web.Resp
     uid = _uid(args.pod)
     if uid:
         services.cluster.unassume(uid)
-    scores = services.cluster.prioritize_each(pod, args.names)
+    with services.cluster.nominated_room(uid, priority_of(args.pod)):
+        scores = services.cluster.prioritize_each(pod, args.names)
     top = np.flatnonzero(scores == wire.MAX_EXTENDER_SCORE)
     reply = json_bytes_reply(request.app[HOST_PRIORITIES].write(args.names, scores))
     if len(top) and uid:

@@ -37,6 +37,7 @@ from coordinator.extender.handling import (
     check_nodes,
     endpoint,
     json_reply,
+    priority_of,
     read_json,
     request_of,
 )
@@ -59,8 +60,9 @@ async def predicate(request: web.Request, services: Services) -> web.Response:
     check_nodes(
         "node", [("node.Node", node.node)], services.settings.extender.max_nodes_per_request
     )
-    with services.cluster.counting_volcano():
-        result = services.cluster.filter(pod, [node.name])
+    cluster = services.cluster
+    with cluster.counting_volcano(), cluster.nominated_room(task.uid, priority_of(task.pod)):
+        result = cluster.filter(pod, [node.name])
     if node.name in result.unresolvable:
         reply = wire.predicate_reply(False, result.unresolvable[node.name], unresolvable=True)
     elif node.name in result.failed:
@@ -77,8 +79,9 @@ async def prioritize(request: web.Request, services: Services) -> web.Response:
     most = services.settings.extender.max_nodes_per_request
     check_nodes("nodes", [(f"nodes[{i}].Node", n.node) for i, n in enumerate(nodes)], most)
     names = [n.name for n in nodes]
-    with services.cluster.counting_volcano():
-        scores = services.cluster.prioritize(pod, names)
+    cluster = services.cluster
+    with cluster.counting_volcano(), cluster.nominated_room(task.uid, priority_of(task.pod)):
+        scores = cluster.prioritize(pod, names)
         chosen = [name for name, score in scores.items() if score == wire.MAX_EXTENDER_SCORE]
         if chosen and task.uid:
             services.cluster.assume(task.uid, pod, chosen[0])

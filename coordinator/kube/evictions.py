@@ -137,12 +137,30 @@ class Evictor:
         preemption plan awaiting approval on the pending pod, for people to read (it approves
         nothing: :mod:`coordinator.kube.approvals`). Fenced like an eviction;
         failures raise :class:`~coordinator.kube.client.KubeError`."""
-        what = f"annotate pod {namespace}/{name}"
+        self._annotate(
+            f"annotate pod {namespace}/{name}",
+            self._core.patch_namespaced_pod,
+            (name, namespace),
+            annotations,
+        )
+
+    def annotate_node(self, name: str, annotations: Mapping[str, str | None]) -> None:
+        """Set (or remove) annotations of a Node — a preemptor's nomination to the room its
+        plan freed (:mod:`coordinator.live.nominations`), which every replica reads from
+        its Node watch. Fenced; failures raise :class:`~coordinator.kube.client.KubeError`."""
+        self._annotate(f"annotate node {name}", self._core.patch_node, (name,), annotations)
+
+    def _annotate(
+        self,
+        what: str,
+        patch: Any,
+        where: tuple[str, ...],
+        annotations: Mapping[str, str | None],
+    ) -> None:
         self._fence.check(what)
         try:
-            self._core.patch_namespaced_pod(
-                name,
-                namespace,
+            patch(
+                *where,
                 {"metadata": {"annotations": dict(annotations)}},
                 _content_type="application/merge-patch+json",
                 _request_timeout=EVICTION_TIMEOUT_S,

@@ -23,6 +23,7 @@ and bumps only the changed node's version, so the engine rescoring stays increme
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -39,6 +40,7 @@ from coordinator.config import CoordinatorSettings
 from coordinator.live.decisions import FilterResult, explain, filter_nodes, prioritize_rows
 from coordinator.live.freshness import Receipts
 from coordinator.live.holdings import Held, Holdings
+from coordinator.live.nominations import Nominations
 from coordinator.live.rows import RowMemo
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.scoring import registry
@@ -77,6 +79,9 @@ class LiveCluster:
         self.soft_tainted: set[str] = set()
         """Nodes with a ``PreferNoSchedule`` taint: kube-scheduler's scoring weighs them
         down, which the extender's filter must not pre-empt by picking a node itself."""
+        self.nominations = Nominations()
+        """Pending pods the leader's preemptions freed room for, from the Node annotations
+        (:mod:`coordinator.live.nominations`): held for them in every decision."""
         self.holdings = Holdings(settings.kube)
         """Bound pods and kube-scheduler's assumptions: what every decision counts."""
         self.volcano_assumed = Holdings(settings.kube)
@@ -123,6 +128,7 @@ class LiveCluster:
             log.warning("ignoring node: %s", e)
             return
         self.node_facts[spec.name] = facts
+        self.nominations.observe(spec.name, _annotations(node))
         self.colocation.set_labels(spec.name, _labels(node))
         self._note_taints(spec.name, node)
         if self.specs.get(spec.name) != spec:
@@ -132,6 +138,7 @@ class LiveCluster:
     def remove_node(self, name: str) -> None:
         self.soft_tainted.discard(name)
         self.node_facts.pop(name, None)
+        self.nominations.forget(name)
         if self.specs.pop(name, None) is not None:
             self._forget_nodes({name})
             self._rebuild()
@@ -141,6 +148,7 @@ class LiveCluster:
         specs = {}
         self.soft_tainted = set()
         self.node_facts = {}
+        self.nominations = Nominations()
         for node in nodes:
             try:
                 spec, facts = node_spec(node), feasibility.node_of(node)
@@ -149,6 +157,7 @@ class LiveCluster:
                 continue
             specs[spec.name] = spec
             self.node_facts[spec.name] = facts
+            self.nominations.observe(spec.name, _annotations(node))
             self.colocation.set_labels(spec.name, _labels(node))
             self._note_taints(spec.name, node)
         if specs != self.specs:
@@ -238,6 +247,51 @@ class LiveCluster:
         """Stop counting pod ``uid`` where it was assumed: its scheduler is asking about it
         again (a retry), and its own guess must not stand in its way."""
         self._assuming.unassume(self.state, uid)
+
+    def nominees(self, scheduler_too: bool = True) -> dict[str, tuple[str, PodFacts]]:
+        """Pending pods that room is held for, by uid: the node and the pod. Stowage's own
+        nominations (unexpired, by the wall clock) and, ``scheduler_too``,
+        kube-scheduler's (``status.nominatedNodeName``, which its preemption sets); a pod
+        that is bound, gone, or nominated to a node not known holds nothing."""
+        found: dict[str, tuple[str, PodFacts]] = {}
+        for uid, facts in self.facts.items() if scheduler_too else ():
+            node = facts.scheduling.nominated
+            if facts.node is None and node is not None and node in self.specs:
+                found[uid] = (node, facts)
+        for entry in self.nominations.active(self.clock.wall()):
+            facts = self.facts.get(entry.uid)
+            if facts is not None and facts.node is None and entry.node in self.specs:
+                found[entry.uid] = (entry.node, facts)
+        return found
+
+    @contextmanager
+    def nominated_room(self, uid: str, priority: int) -> Iterator[None]:
+        """Within, the pods nominated to a node hold their room there for the pod ``uid``
+        of ``priority``: all but the pod itself and those of lower priority
+        (:mod:`coordinator.live.nominations`). kube-scheduler's own nominations are not
+        counted here: its filters count them before it asks the extender. The block must
+        not await: another request would see the room held meanwhile."""
+        state = self.state
+        if state is None or not self.nominations:
+            yield
+            return
+        holding = Holdings(self.settings.kube)
+        for other, (node, facts) in self.nominees(scheduler_too=False).items():
+            if other != uid and facts.priority >= priority:
+                holding.bind(state, other, node, facts.request)
+        try:
+            yield
+        finally:
+            holding.lift(state)
+
+    def hold_nominations(self) -> None:
+        """Count every nominee where it is nominated, as an assumption, for good: for a
+        copy of the cluster that is planned on and thrown away (the eviction planner's,
+        in its child process), where a nominee is never a victim, never planned for
+        again, and its room not promised twice."""
+        for uid, (node, facts) in self.nominees().items():
+            self.holdings.unassume(self.state, uid)
+            self.holdings.assume(self.state, uid, facts.request, node, math.inf)
 
     @contextmanager
     def counting_volcano(self) -> Iterator[None]:
@@ -395,7 +449,16 @@ class LiveCluster:
 
 def _labels(node: Mapping[str, Any]) -> dict[str, str]:
     """A Node's labels (they select its colocation pool); malformed ones read as none."""
-    labels = (node.get("metadata") or {}).get("labels")
-    if not isinstance(labels, Mapping):
+    return _strings(node, "labels")
+
+
+def _annotations(node: Mapping[str, Any]) -> dict[str, str]:
+    """A Node's annotations (its nominations); malformed ones read as none."""
+    return _strings(node, "annotations")
+
+
+def _strings(node: Mapping[str, Any], field: str) -> dict[str, str]:
+    found = (node.get("metadata") or {}).get(field)
+    if not isinstance(found, Mapping):
         return {}
-    return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
