@@ -116,6 +116,7 @@ def pod_relative(driver: str, qos_class: str, uid: str) -> Path | None:
 
 def detect(root: Path) -> CgroupLayout | None:
     """The layout of the pods tree under ``root``, or None when no kubepods tree exists."""
+    unified: Path | None
     if (root / "cgroup.controllers").exists():
         version, unified, search = 2, root, [root]
     else:

@@ -39,7 +39,7 @@ async def resolve_replicas(url: str) -> list[str]:
     infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     urls = []
     for _, _, _, _, address in infos:
-        ip = address[0]
+        ip = str(address[0])  # a host string; the int form typeshed allows never comes here
         netloc = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
         urls.append(urlunsplit((parts.scheme, netloc, parts.path, "", "")))
     return sorted(set(urls))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import reprlib
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeAlias, TypeVar
 
 import msgspec
 
@@ -30,21 +30,25 @@ MAX_DIRECTIVES_BYTES: Final = 64 * 1024
 
 T = TypeVar("T")
 
+Plain: TypeAlias = "dict[str, Plain] | list[Plain] | str | int | float | bool | None"
+"""A schema object's plain form: what msgpack and JSON carry."""
+
 _ENCODER: Final = msgspec.msgpack.Encoder()
 _REPORTS: Final = msgspec.msgpack.Decoder(NodeReport)
 _DIRECTIVES: Final = msgspec.msgpack.Decoder(Directives)
-_DECODERS: dict[Any, msgspec.msgpack.Decoder[Any]] = {
+_DECODERS: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {
     NodeReport: _REPORTS,
     Directives: _DIRECTIVES,
 }
 
 
-def to_plain(obj: Any) -> Any:
+def to_plain(obj: object) -> Plain:
     """A schema object as plain dicts, lists and scalars (msgpack- and JSON-ready)."""
-    return msgspec.to_builtins(obj)
+    plain: Plain = msgspec.to_builtins(obj)
+    return plain
 
 
-def from_plain(tp: type[T], data: Any) -> T:
+def from_plain(tp: type[T], data: object) -> T:
     """Validate plain data against ``tp`` and build it; raise :class:`SchemaError` if invalid."""
     try:
         return msgspec.convert(data, tp, strict=True)
@@ -61,7 +65,7 @@ def validate(obj: T) -> T:
     return from_plain(type(obj), to_plain(obj))
 
 
-def encode(obj: Any) -> bytes:
+def encode(obj: object) -> bytes:
     """msgpack bytes of a schema object."""
     return _ENCODER.encode(obj)
 

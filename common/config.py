@@ -103,18 +103,17 @@ class _BoundedLoader(yaml.SafeLoader):
         self._measured: dict[yaml.Node, tuple[int, int]] = {}
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+        event = self._peek()
+        if isinstance(event, yaml.AliasEvent):
             target = self.anchors.get(event.anchor)
             if target is not None and target not in self._measured:
                 self._refuse(f"alias *{event.anchor} is inside the node it names", event)
-            node: yaml.Node = super().compose_node(parent, index)
-            return node
+            return self._compose(parent, index)
         if self._depth >= MAX_DEPTH:
-            self._refuse(f"nested deeper than {MAX_DEPTH} levels", self.peek_event())
+            self._refuse(f"nested deeper than {MAX_DEPTH} levels", event)
         self._depth += 1
         try:
-            node = super().compose_node(parent, index)
+            node = self._compose(parent, index)
         finally:
             self._depth -= 1
         if isinstance(node, yaml.MappingNode):
@@ -132,9 +131,21 @@ class _BoundedLoader(yaml.SafeLoader):
         self._measured[node] = (size, depth)
         return node
 
+    def _peek(self) -> yaml.Event:
+        """The next event, left for the composer to consume."""
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in types-PyYAML
+        return event
+
+    def _compose(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        """PyYAML's composition of the next node: its stub allows None, its code returns a
+        node or raises."""
+        return typing.cast(yaml.Node, super().compose_node(parent, index))
+
     @staticmethod
     def _refuse(problem: str, at: yaml.Event | yaml.Node) -> typing.NoReturn:
-        raise yaml.composer.ComposerError(None, None, problem, at.start_mark)
+        # The pure-Python loader's marks: the C parser's Mark type never reaches here.
+        mark = typing.cast("yaml.error.Mark | None", at.start_mark)
+        raise yaml.composer.ComposerError(None, None, problem, mark)
 
 
 def build(tp: type[T], data: Any, *, where: str = "", source: str = "") -> T:
@@ -169,7 +180,7 @@ def _check(tp: Any, value: Any, path: str) -> None:
             return
         tp = next(o for o in options if o is not type(None))
         origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         known = _fields(tp)
         for key, item in _mapping(value, path).items():
             if key not in known:

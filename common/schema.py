@@ -21,6 +21,7 @@ section it stands for; a string can. Test for it with :func:`is_absent`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Final, NewType, TypeGuard
 
 import msgspec
@@ -84,7 +85,7 @@ class _Record(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 # ---------------------------------------------------------------------------- psi
 
 
-class PsiLine(_Record):
+class PsiLine(_Record, frozen=True):
     """One ``some`` or ``full`` line of a pressure file.
 
     ``rate_pct`` is the stall share over the last collection interval, from the delta of
@@ -98,14 +99,14 @@ class PsiLine(_Record):
     rate_pct: Pct | None = None
 
 
-class PsiResource(_Record):
+class PsiResource(_Record, frozen=True):
     """Pressure of one resource. ``full`` is None where it is undefined (system CPU)."""
 
     some: PsiLine | None
     full: PsiLine | None
 
 
-class PsiGroup(_Record):
+class PsiGroup(_Record, frozen=True):
     """Pressure of one scope: the whole system or one cgroup."""
 
     path: Text
@@ -115,7 +116,7 @@ class PsiGroup(_Record):
     irq: PsiResource | Absent
 
 
-class PsiSection(_Record):
+class PsiSection(_Record, frozen=True):
     """System PSI, plus per-QoS cgroup PSI on cgroup v2 (keys: kubepods, burstable, besteffort)."""
 
     measured_at: UnixTime
@@ -127,7 +128,7 @@ class PsiSection(_Record):
 # ------------------------------------------------------------------------ memfrag
 
 
-class ZoneFrag(_Record):
+class ZoneFrag(_Record, frozen=True):
     """Free memory of one buddy-allocator zone, by contiguity.
 
     ``free_b_by_order[k]`` is the memory held in free blocks of exactly order k;
@@ -146,7 +147,7 @@ class ZoneFrag(_Record):
     low_watermark_b: Bytes | None = None
 
 
-class NodeContiguity(_Record):
+class NodeContiguity(_Record, frozen=True):
     """Contiguity of one NUMA node over the zones ordinary pods allocate from (Normal, Movable)."""
 
     node: Index
@@ -157,7 +158,7 @@ class NodeContiguity(_Record):
     unusable_2mib_frac: Frac
 
 
-class HugepagePool(_Record):
+class HugepagePool(_Record, frozen=True):
     """One hugetlb pool: system-wide (``node`` None) or on one NUMA node."""
 
     size_b: Bytes
@@ -168,7 +169,7 @@ class HugepagePool(_Record):
     reserved: Count | None = None
 
 
-class Compaction(_Record):
+class Compaction(_Record, frozen=True):
     """Cumulative compaction/THP counters from ``/proc/vmstat`` and their rates.
 
     ``rates_per_s`` holds d(counter)/dt over the last interval; empty on the first sample.
@@ -178,7 +179,7 @@ class Compaction(_Record):
     rates_per_s: Annotated[dict[Text, Rate], Meta(max_length=64)]
 
 
-class MemfragSection(_Record):
+class MemfragSection(_Record, frozen=True):
     """Memory contiguity per zone and per NUMA node, hugepage pools, THP mode, compaction.
 
     ``nodes`` is the summary the coordinator acts on and is in every report; ``zones``,
@@ -201,7 +202,7 @@ class MemfragSection(_Record):
 # -------------------------------------------------------------------- allocatable
 
 
-class KubeletSettings(_Record):
+class KubeletSettings(_Record, frozen=True):
     """The parts of the kubelet configuration file that shape allocatable and alignment."""
 
     path: Text
@@ -215,7 +216,7 @@ class KubeletSettings(_Record):
     reserved_system_cpus: Text | None
 
 
-class CgroupLimits(_Record):
+class CgroupLimits(_Record, frozen=True):
     """Limits and current use of one pods cgroup (kubepods or a QoS child)."""
 
     path: Text
@@ -226,7 +227,7 @@ class CgroupLimits(_Record):
     cpu_weight: Annotated[int, Meta(ge=1, le=262144)] | None
 
 
-class KubepodsCgroup(_Record):
+class KubepodsCgroup(_Record, frozen=True):
     """The kubepods cgroup tree as found: version, driver and limits per level."""
 
     version: Annotated[int, Meta(ge=1, le=2)]
@@ -235,7 +236,7 @@ class KubepodsCgroup(_Record):
     qos: Annotated[dict[Text, CgroupLimits | Absent], Meta(max_length=8)]
 
 
-class CpuAllocatable(_Record):
+class CpuAllocatable(_Record, frozen=True):
     """CPU capacity, reservations and what pods can really use, in millicores."""
 
     capacity_m: MilliCPU
@@ -248,7 +249,7 @@ class CpuAllocatable(_Record):
     limited_by: Name
 
 
-class MemoryAllocatable(_Record):
+class MemoryAllocatable(_Record, frozen=True):
     """Memory capacity, reservations, memory held outside pods, and the true allocatable.
 
     ``true_allocatable_b`` is the smallest of: kubelet's allocatable, the kubepods cgroup
@@ -270,7 +271,7 @@ class MemoryAllocatable(_Record):
     limited_by: Name
 
 
-class AllocatableSection(_Record):
+class AllocatableSection(_Record, frozen=True):
     measured_at: UnixTime
     cpu: CpuAllocatable
     memory: MemoryAllocatable
@@ -281,7 +282,7 @@ class AllocatableSection(_Record):
 # --------------------------------------------------------------------------- numa
 
 
-class NumaNode(_Record):
+class NumaNode(_Record, frozen=True):
     """One NUMA node: its CPUs, memory and SLIT distances (index = node id)."""
 
     node: Index
@@ -293,7 +294,7 @@ class NumaNode(_Record):
     distances: Annotated[list[Annotated[int, Meta(ge=0, le=255)]], Meta(max_length=1024)]
 
 
-class NumaSection(_Record):
+class NumaSection(_Record, frozen=True):
     measured_at: UnixTime
     nodes: Annotated[list[NumaNode], Meta(max_length=1024)]
 
@@ -301,7 +302,7 @@ class NumaSection(_Record):
 # --------------------------------------------------------------------------- gpus
 
 
-class MigDevice(_Record):
+class MigDevice(_Record, frozen=True):
     """One MIG instance of a GPU."""
 
     uuid: Name
@@ -315,7 +316,7 @@ MAX_RECENT_XIDS: Final = 16
 the first, and the count since start (``xid_critical``) keeps the rest."""
 
 
-class XidSeen(_Record, array_like=True):
+class XidSeen(_Record, frozen=True, array_like=True):
     """A critical XID and how long before the report the agent saw it (by its monotonic
     clock, so that neither side's wall clock matters)."""
 
@@ -323,7 +324,7 @@ class XidSeen(_Record, array_like=True):
     age_s: Seconds
 
 
-class GpuDevice(_Record, omit_defaults=True):
+class GpuDevice(_Record, frozen=True, omit_defaults=True):
     """One GPU as NVML sees it. Fields NVML does not support on this GPU are None.
 
     ``health`` is ``ok``, ``degraded`` (correctable trouble: pending row remaps,
@@ -372,7 +373,7 @@ class GpuDevice(_Record, omit_defaults=True):
     """The GPU fell off the bus (``GpuIsLost`` from NVML)."""
 
 
-class GpuSection(_Record):
+class GpuSection(_Record, frozen=True):
     """GPUs and their pairwise links.
 
     ``topology[i][j]`` is NVML's common-ancestor level between GPUs i and j (0 same board,
@@ -402,7 +403,11 @@ class GpuSection(_Record):
         multi-GPU decision for the node. Raised on decode, this becomes the decoder's
         error at ``gpus`` (``gpus: nvlinks[1]: 3 entries for 2 devices``)."""
         n = len(self.devices)
-        for name, matrix in (("topology", self.topology), ("nvlinks", self.nvlinks)):
+        matrices: dict[str, Sequence[Sequence[int | None]]] = {
+            "topology": self.topology,
+            "nvlinks": self.nvlinks,
+        }
+        for name, matrix in matrices.items():
             if len(matrix) != n:
                 raise ValueError(f"{name}: {len(matrix)} rows for {n} devices")
             for i, row in enumerate(matrix):
@@ -420,7 +425,7 @@ class GpuSection(_Record):
 # -------------------------------------------------------------------------- usage
 
 
-class CpuUsage(_Record):
+class CpuUsage(_Record, frozen=True):
     """Node CPU use over the last interval, from ``/proc/stat`` deltas."""
 
     window_s: Seconds
@@ -430,7 +435,7 @@ class CpuUsage(_Record):
     steal_pct: Pct
 
 
-class MemoryUsage(_Record):
+class MemoryUsage(_Record, frozen=True):
     """Node memory in use, page cache kept apart from the working set.
 
     ``working_set_b`` = used − inactive file cache (cAdvisor's definition, what kubelet
@@ -452,7 +457,7 @@ MAX_DISKS: Final = 256
 """Most disks one report lists (whole block devices; partitions and loop devices are not)."""
 
 
-class DiskUsage(_Record):
+class DiskUsage(_Record, frozen=True):
     """One whole disk over the last interval, from ``/proc/diskstats`` deltas, as ``iostat
     -x`` computes them."""
 
@@ -468,7 +473,7 @@ class DiskUsage(_Record):
     """Requests completed a second."""
 
 
-class UsageSection(_Record, omit_defaults=True):
+class UsageSection(_Record, frozen=True, omit_defaults=True):
     """What the node uses. ``disks`` came later: left off the wire while empty."""
 
     measured_at: UnixTime
@@ -484,7 +489,7 @@ class UsageSection(_Record, omit_defaults=True):
 # --------------------------------------------------------------------------- pods
 
 
-class Resources(_Record):
+class Resources(_Record, frozen=True):
     """Requests or limits of a pod, as the scheduler counts them (init containers, overhead)."""
 
     cpu_m: MilliCPU
@@ -496,7 +501,7 @@ class Resources(_Record):
     )
 
 
-class PodUsage(_Record, array_like=True):
+class PodUsage(_Record, frozen=True, array_like=True):
     """Measured from the pod's own cgroup, this cycle: what the colocation controller reads
     to tell latency-sensitive stall from best-effort use.
 
@@ -514,7 +519,7 @@ class PodUsage(_Record, array_like=True):
     :attr:`PsiLine.rate_pct` is for system PSI)."""
 
 
-class PodInfo(_Record, omit_defaults=True):
+class PodInfo(_Record, frozen=True, omit_defaults=True):
     """One pod bound to the node. New fields have defaults and are left off the wire while
     they hold them, so a report without them reads the same to an older coordinator."""
 
@@ -533,7 +538,7 @@ class PodInfo(_Record, omit_defaults=True):
     server: node infrastructure, never best-effort (:mod:`common.qos`)."""
 
 
-class PodsSection(_Record):
+class PodsSection(_Record, frozen=True):
     """Pods bound to this node; ``source`` is ``apiserver`` or ``kubelet``."""
 
     measured_at: UnixTime
@@ -544,7 +549,7 @@ class PodsSection(_Record):
 # ------------------------------------------------------------------------- report
 
 
-class Enforcement(_Record):
+class Enforcement(_Record, frozen=True):
     """What the agent's enforcer has applied now, reported every cycle, so the coordinator
     (and ``/debug``) see the node's actual state rather than the directive it was sent."""
 
@@ -560,7 +565,7 @@ class Enforcement(_Record):
     """The last enforcement failure, if any."""
 
 
-class NodeReport(_Record, omit_defaults=True):
+class NodeReport(_Record, frozen=True, omit_defaults=True):
     """One agent's report for one cycle. ``seq`` grows by one per report from an agent run.
 
     ``enforcement`` and ``pod_usage`` have defaults and are left off the wire while they
@@ -593,7 +598,7 @@ MAX_BE_PODS: Final = 512
 with more is misconfigured, and the cap bounds the agent's reply buffer."""
 
 
-class LocalBounds(_Record):
+class LocalBounds(_Record, frozen=True):
     """What the agent may do alone, at once, between two reports (the fast path)."""
 
     pressure_high_pct: Pct
@@ -606,7 +611,7 @@ class LocalBounds(_Record):
     """How long a local tightening lasts without the coordinator confirming it."""
 
 
-class Directives(_Record, omit_defaults=True):
+class Directives(_Record, frozen=True, omit_defaults=True):
     """The coordinator's answer to a report: what the node should do until ``ttl_s`` passes.
 
     ``be_cpu_quota_m`` None means "no throttle, the node's default". Fields at their

@@ -24,12 +24,12 @@ Why it is shaped this way:
 from __future__ import annotations
 
 import ctypes
-import importlib
 import logging
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -59,8 +59,69 @@ _MAX_AGE_S: Final = 10.0**9
 _NODE_SET_WORDS: Final = 16
 """64-bit words of NUMA node mask asked of NVML: 1,024 nodes, more than any host has."""
 
-Nvml = Any
-"""The ``pynvml`` module, or a stand-in exposing the same functions, constants and errors."""
+
+class Nvml(Protocol):
+    """What this collector uses of the ``pynvml`` module (nvidia-ml-py ships no types), and
+    so what a stand-in must expose: its functions, constants and error classes.
+
+    Handles, event sets and the structs NVML fills (memory, PCI, utilisation …) are ctypes
+    objects, read by attribute where they are used.
+    """
+
+    NVMLError: type[Exception]
+    NVMLError_DriverNotLoaded: type[Exception]
+    NVMLError_FunctionNotFound: type[Exception]
+    NVMLError_GpuIsLost: type[Exception]
+    NVMLError_InvalidArgument: type[Exception]
+    NVMLError_LibraryNotFound: type[Exception]
+    NVMLError_NotFound: type[Exception]
+    NVMLError_NotSupported: type[Exception]
+    NVMLError_Timeout: type[Exception]
+
+    NVML_AFFINITY_SCOPE_NODE: int
+    NVML_DEVICE_MIG_ENABLE: int
+    NVML_FEATURE_ENABLED: int
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED: int
+    NVML_NVLINK_DEVICE_TYPE_SWITCH: int
+    NVML_NVLINK_MAX_LINKS: int
+    NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR: int
+    NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS: int
+    NVML_VOLATILE_ECC: int
+    nvmlEventTypeDoubleBitEccError: int
+    nvmlEventTypeSingleBitEccError: int
+    nvmlEventTypeXidCriticalError: int
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlSystemGetDriverVersion(self) -> str | bytes: ...
+    def nvmlDeviceGetCount(self) -> int: ...
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any: ...
+    def nvmlDeviceGetUUID(self, handle: Any) -> str | bytes: ...
+    def nvmlDeviceGetName(self, handle: Any) -> str | bytes: ...
+    def nvmlDeviceGetPciInfo(self, handle: Any) -> Any: ...
+    def nvmlDeviceGetMemoryAffinity(self, handle: Any, nodeSetSize: int, scope: int) -> Any: ...
+    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any: ...
+    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any: ...
+    def nvmlDeviceGetMigMode(self, device: Any) -> Any: ...
+    def nvmlDeviceGetEccMode(self, handle: Any) -> Any: ...
+    def nvmlDeviceGetTotalEccErrors(self, handle: Any, errorType: int, counterType: int) -> int: ...
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, device: Any) -> int: ...
+    def nvmlDeviceGetRetiredPages(self, device: Any, sourceFilter: int) -> Any: ...
+    def nvmlDeviceGetRemappedRows(self, device: Any) -> Any: ...
+    def nvmlDeviceGetMaxMigDeviceCount(self, device: Any) -> int: ...
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, device: Any, index: int) -> Any: ...
+    def nvmlDeviceGetGpuInstanceId(self, device: Any) -> int: ...
+    def nvmlDeviceGetComputeInstanceId(self, device: Any) -> int: ...
+    def nvmlDeviceGetNvLinkState(self, device: Any, link: int) -> int: ...
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, device: Any, link: int) -> Any: ...
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: Any, link: int) -> int: ...
+    def nvmlDeviceGetTopologyCommonAncestor(self, device1: Any, device2: Any) -> int: ...
+    def nvmlDeviceGetSupportedEventTypes(self, handle: Any) -> int: ...
+    def nvmlDeviceRegisterEvents(self, handle: Any, eventTypes: int, eventSet: Any) -> None: ...
+    def nvmlEventSetCreate(self) -> Any: ...
+    def nvmlEventSetFree(self, eventSet: Any) -> None: ...
+    def nvmlEventSetWait(self, eventSet: Any, timeoutms: int) -> Any: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +138,7 @@ class _Probe:
         self.lost = False
         self.reasons: list[str] = []
 
-    def __call__(self, what: str, fn: Any, *args: Any) -> Any:
+    def __call__(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         if self.lost:
             return None  # every further call would fail the same way, and may be slow
         try:
@@ -123,7 +184,8 @@ class GpuCollector:
     def __init__(self, *, clock: Clock, sys_root: Path, nvml: Nvml | None = None) -> None:
         self._clock = clock
         self._sys_root = sys_root
-        self._nvml = nvml
+        self._module = nvml
+        """The NVML module: the one given, else ``pynvml`` once the first init imports it."""
         self._initialised = False
         self._unavailable: tuple[float, str] | None = None
         self._events: Any = None
@@ -175,6 +237,12 @@ class GpuCollector:
 
     # ------------------------------------------------------------------ setup
 
+    @property
+    def _nvml(self) -> Nvml:
+        """The module, for the readers below: each runs after :meth:`_init` loaded it."""
+        assert self._module is not None
+        return self._module
+
     def _init(self) -> Nvml:
         if self._initialised:
             return self._nvml
@@ -182,12 +250,13 @@ class GpuCollector:
             since, reason = self._unavailable
             if self._clock.monotonic() - since < INIT_RETRY_S:
                 raise NoData(reason)  # loading a missing library each cycle costs a search
-        if self._nvml is None:
+        if self._module is None:
             try:
-                self._nvml = importlib.import_module("pynvml")
+                import pynvml
             except ImportError as e:
                 raise NoData(f"nvml-unavailable: pynvml not installed ({e})") from e
-        nv = self._nvml
+            self._module = pynvml
+        nv = self._module
         try:
             nv.nvmlInit()
         except (nv.NVMLError_LibraryNotFound, nv.NVMLError_DriverNotLoaded) as e:

@@ -257,7 +257,7 @@ class MemfragCollector:
             stats = parse_flat_counters(read_text(path))
         except (ValueError, CollectorError) as e:
             return Absent(f"error: {e}"[:300])
-        counters = {k: stats[k] for k in COMPACTION_COUNTERS if k in stats}
+        counters: dict[str, int] = {k: stats[k] for k in COMPACTION_COUNTERS if k in stats}
         now = self._clock.monotonic()
         rates: dict[str, float] = {}
         if self._prev_counters is not None:

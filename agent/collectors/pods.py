@@ -35,7 +35,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlparse
 
 from agent.collectors import base
@@ -49,6 +49,7 @@ from common.schema import Absent, PodInfo, PodsSection, PodUsage, Resources
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
+    from urllib3 import BaseHTTPResponse
 
 NAME: Final = "pods"
 
@@ -129,11 +130,15 @@ class PodsCollector:
         from kubernetes import client
 
         api = client.CoreV1Api(self._api_client("apiserver"))
-        response = api.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={self._node}",
-            resource_version="0",
-            _request_timeout=self._settings.timeout_s,
-            _preload_content=False,
+        # Not preloaded, the call returns the raw HTTP response, whatever its annotation says.
+        response = cast(
+            "BaseHTTPResponse",
+            api.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={self._node}",
+                resource_version="0",
+                _request_timeout=self._settings.timeout_s,
+                _preload_content=False,
+            ),
         )
         return json.loads(response.data)
 
@@ -223,9 +228,10 @@ def _new_client(source: str, settings: PodsSettings) -> ApiClient:
             _quiet_unverified_tls(cfg.host)
         return client.ApiClient(cfg)
     if settings.kubeconfig:
-        return config.new_client_from_config(
+        built: ApiClient = config.new_client_from_config(
             config_file=settings.kubeconfig, client_configuration=cfg, persist_config=False
         )
+        return built
     config.load_incluster_config(client_configuration=cfg)
     return client.ApiClient(cfg)
 
