@@ -167,16 +167,16 @@ def directives_for(services: Services, node: str) -> Directives:
             ttl_s=0.0,
             be_reason="not the leader: the leader's directives apply",
         )
-    decision = colocation.decision(node)
+    directive = colocation.be_directive(node)
     return Directives(
         schema_version=SCHEMA_VERSION,
         node=node,
         issued_at=issued_at,
         ttl_s=services.settings.ingest.directive_ttl_s,
-        be_cpu_quota_m=decision.quota_m,
-        be_reason=decision.reason[:4096],
-        be_pods=decision.be_pods,
-        local=decision.local,
+        be_cpu_quota_m=directive.quota_m,
+        be_reason=directive.reason[:4096],
+        be_pods=directive.be_pods,
+        local=directive.local,
     )
 
 

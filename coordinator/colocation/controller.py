@@ -199,13 +199,18 @@ def _tightened(prev: Throttle, facts: NodeInput, pool: ColocationPool, alloc: in
         if prev.quota_m is not None:
             target = min(target, prev.quota_m)
         return max(floor, target)
-    if prev.quota_m is not None:
-        base = prev.quota_m
-    elif facts.be_usage_m:
-        base = facts.be_usage_m
-    else:
-        base = alloc - (facts.ls_usage_m or 0)
+    base = _base_m(prev.quota_m, facts, alloc)
     return max(floor, min(alloc, int(base * pool.tighten_factor)))
+
+
+def _base_m(quota_m: int | None, facts: NodeInput, alloc: int) -> int:
+    """What a tightening step (the controller's, or the agent's own) shrinks: the quota
+    in force, else what BE was measured to use, else what LS leaves of the allocatable."""
+    if quota_m is not None:
+        return quota_m
+    if facts.be_usage_m:
+        return facts.be_usage_m
+    return alloc - (facts.ls_usage_m or 0)
 
 
 def _release(prev: Throttle, reason: str, now: float) -> Throttle:
@@ -227,13 +232,7 @@ def local_bounds(
     if alloc is None:
         return None
     floor = floor_m(pool, alloc)
-    if throttle.quota_m is not None:
-        base = throttle.quota_m
-    elif facts.be_usage_m:
-        base = facts.be_usage_m
-    else:
-        base = alloc - (facts.ls_usage_m or 0)
-    quota = max(floor, int(base * pool.tighten_factor))
+    quota = max(floor, int(_base_m(throttle.quota_m, facts, alloc) * pool.tighten_factor))
     if throttle.quota_m is not None:
         quota = min(quota, throttle.quota_m)
     return LocalBounds(

@@ -58,8 +58,9 @@ the recorder's metric never seeing them): an Event is a notice, not a record."""
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
-    """What a node's agent is told now: the fields of :class:`~common.schema.Directives`."""
+class BeDirective:
+    """What a node's agent is told now about its best-effort pods: those fields of
+    :class:`~common.schema.Directives`."""
 
     quota_m: int | None
     reason: str
@@ -156,7 +157,7 @@ class Colocation:
 
     # ------------------------------------------------------------- answers
 
-    def decision(self, node: str) -> Decision:
+    def be_directive(self, node: str) -> BeDirective:
         """What the node's agent is told now (by the leader)."""
         throttle = self.throttles.get(node, RELEASED)
         facts = self.facts.get(node)
@@ -167,7 +168,7 @@ class Colocation:
         # must not take a BE pod's stall for an LS pod's).
         acting = throttle.quota_m is not None or local is not None
         be_pods = list(facts.be_pods) if facts is not None and acting else []
-        return Decision(throttle.quota_m, throttle.reason, be_pods, local)
+        return BeDirective(throttle.quota_m, throttle.reason, be_pods, local)
 
     def explain(self, node: str, now: float, received_s_ago: float | None) -> dict[str, Any]:
         """Why the node's BE pods are (or are not) throttled right now (its latest report

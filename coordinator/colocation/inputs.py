@@ -64,8 +64,9 @@ class Source(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class PodFacts:
-    """What the pods section says: carried over while the agent says it is unchanged."""
+class PodClasses:
+    """Which of a node's pods are best-effort and which latency-sensitive, as its pods
+    section says: carried over while the agent says the section is unchanged."""
 
     be_pods: tuple[str, ...] = ()
     """The BE pods a quota applies to (at most :data:`~common.schema.MAX_BE_PODS`)."""
@@ -78,7 +79,7 @@ class PodFacts:
         return len(self.ls_uids)
 
 
-NO_PODS: Final = PodFacts()
+NO_PODS: Final = PodClasses()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +110,7 @@ class NodeInput:
     be_pods: tuple[str, ...]
     ls_pods: int
     enforcement: Enforcement | None
-    pods: PodFacts = NO_PODS
+    pods: PodClasses = NO_PODS
     pressure_rate: bool = False
     """Whether ``pressure_pct`` is an LS pod's measured stall share over the whole interval
     since the agent's previous sample (``cpu_some_rate_pct``), not a trailing avg10."""
@@ -117,10 +118,10 @@ class NodeInput:
 
 def node_input(report: NodeReport, label_key: str, previous: NodeInput | None = None) -> NodeInput:
     """The colocation facts of ``report`` (validated already); ``previous``, the facts of
-    the node's last report, supplies the pod facts when the pods section is unchanged."""
+    the node's last report, supplies the pod classes when the pods section is unchanged."""
     section = report.pods
     if not is_absent(section):
-        pods = pod_facts(section.pods, label_key)
+        pods = pod_classes(section.pods, label_key)
     elif section == UNCHANGED and previous is not None:
         pods = previous.pods
     else:
@@ -158,7 +159,7 @@ def node_input(report: NodeReport, label_key: str, previous: NodeInput | None = 
     )
 
 
-def pod_facts(pods: Sequence[PodInfo], label_key: str) -> PodFacts:
+def pod_classes(pods: Sequence[PodInfo], label_key: str) -> PodClasses:
     """One pass over a pods section."""
     be_pods: list[str] = []
     ls_uids: set[str] = set()
@@ -172,10 +173,10 @@ def pod_facts(pods: Sequence[PodInfo], label_key: str) -> PodFacts:
             be_uids.add(pod.uid)
         else:
             ls_uids.add(pod.uid)
-    return PodFacts(tuple(be_pods), frozenset(ls_uids), frozenset(be_uids))
+    return PodClasses(tuple(be_pods), frozenset(ls_uids), frozenset(be_uids))
 
 
-def usage_facts(usage: Mapping[str, PodUsage] | Absent | None, pods: PodFacts) -> UsageFacts:
+def usage_facts(usage: Mapping[str, PodUsage] | Absent | None, pods: PodClasses) -> UsageFacts:
     """One pass over a report's per-pod use, each UID looked up in ``pods``' classes."""
     if usage is None or is_absent(usage):
         return UsageFacts()

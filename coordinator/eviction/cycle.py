@@ -46,8 +46,9 @@ CHILD_GRACE_S: Final = 5.0
 the budget is checked between plans, and one plan may run to its own deadline."""
 
 
-class PressureWatch:
-    """Since when each node's memory pressure has held, on the receipt clock."""
+class SustainedPressure:
+    """Since when each node's memory pressure has held, on the receipt clock (the agent's
+    :class:`agent.pressurewatch.PressureWatch` is another thing: a kernel PSI trigger)."""
 
     def __init__(self, settings: EvictionSettings) -> None:
         self._settings = settings
@@ -79,7 +80,7 @@ class Cycle:
         self._cluster = cluster
         self._executor = executor
         self._settings = cluster.settings.evictions
-        self.pressure = PressureWatch(self._settings)
+        self.pressure = SustainedPressure(self._settings)
         self._refusals: dict[str, str] = {}
         """Subject → the planner's last refusal: logged when it changes, not each cycle."""
         self._deferred: tuple[str, ...] = ()

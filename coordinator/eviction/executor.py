@@ -73,8 +73,8 @@ class Recorder(Protocol):
     def record(self, obj_ref: ObjectRef, type: EventType, reason: str, message: str) -> Any: ...
 
 
-class PodFacts(Protocol):
-    """What a plan does not say about its pods, read when needed
+class Owners(Protocol):
+    """Who owns a plan's pods, which the plan does not say: read when needed
     (:class:`coordinator.kube.evictions.Evictor`); synchronous."""
 
     def owner(self, victim: Victim) -> str:
@@ -114,7 +114,7 @@ class Executor:
         settings: EvictionSettings,
         api: EvictionApi,
         events: Recorder,
-        facts: PodFacts,
+        owners: Owners,
         approval_source: Approvals,
         metrics: CoordinatorMetrics,
         clock: Clock,
@@ -123,7 +123,7 @@ class Executor:
         self._settings = settings
         self._api = api
         self._events = events
-        self._facts = facts
+        self._owners = owners
         self._approval_source = approval_source
         self._metrics = metrics
         self._clock = clock
@@ -200,7 +200,7 @@ class Executor:
                 f"queue {plan.queue} cooling down: one round per {self._settings.cooldown_s:g}s",
             )
 
-        owners = {v.uid: await asyncio.to_thread(self._facts.owner, v) for v in victims}
+        owners = {v.uid: await asyncio.to_thread(self._owners.owner, v) for v in victims}
         spared = [
             (v, s)
             for v in victims

@@ -125,7 +125,7 @@ def _colocation(
     cluster: LiveCluster, name: str, values: dict[str, str | None], now: float
 ) -> int | None:
     """The node's best-effort CPU quota and its reason, as the controller has them now."""
-    throttle = cluster.colocation.decision(name)
+    throttle = cluster.colocation.be_directive(name)
     values[ann.BE_CPU_QUOTA] = f"{ann.millicores(throttle.quota_m)};at={ann.timestamp(now)}"
     values[ann.BE_CPU_QUOTA_REASON] = ann.reason(throttle.reason)
     return throttle.quota_m

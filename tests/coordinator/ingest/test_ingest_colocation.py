@@ -154,7 +154,7 @@ async def test_a_silent_node_is_released_by_the_receipt_clock(rig: IngestRig) ->
     throttle = colocation.throttles["node-a"]
     assert (throttle.quota_m, throttle.reason) == (None, "no fresh report: released")
     assert "node-a" not in colocation.facts
-    assert colocation.decision("node-a").quota_m is None
+    assert colocation.be_directive("node-a").quota_m is None
 
 
 async def test_the_report_clock_plays_no_part(rig: IngestRig) -> None:
