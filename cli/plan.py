@@ -1,13 +1,17 @@
 """``stowage plan --explain``: what the eviction planner would evict now and why, asked of
-a running coordinator (``GET /debug/plan``), without acting.
+a running coordinator (``GET /debug/plan``), without acting; ``stowage plan
+--consolidate``: the drain plan (``GET /debug/drains``): the nodes it frees, each pod's
+destination, and why the other candidates are not drainable.
 
     kubectl -n stowage-system port-forward deploy/stowage-coordinator 8081 &   # its debug listener
     stowage plan --explain --pod team-a/train-0
     stowage plan --explain --node gpu-17                            # memory pressure
+    stowage plan --consolidate
 
 The coordinator answers from its live view of the cluster (the planner is the one the
 leader runs); the command prints it in words, or as JSON with ``--json``. It exits 0 when
-there is a plan, 1 when the planner refuses, 2 when the coordinator cannot be asked.
+there is a plan (a drain: a node it frees), 1 when there is none, 2 when the coordinator
+cannot be asked or the command line is incomplete.
 """
 
 from __future__ import annotations
@@ -21,14 +25,19 @@ from cli import debugask
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument(
         "--explain",
         action="store_true",
-        required=True,
-        help="show the plan and its reasons (the command never evicts)",
+        help="show the eviction plan for --pod or --node and its reasons (never evicts)",
+    )
+    mode.add_argument(
+        "--consolidate",
+        action="store_true",
+        help="show the drain plan: the nodes it frees and where their pods go (never drains)",
     )
     debugask.add_coordinator_argument(parser)
-    which = parser.add_mutually_exclusive_group(required=True)
+    which = parser.add_mutually_exclusive_group()
     which.add_argument("--pod", help="NAMESPACE/NAME of a pending pod (preemption)")
     which.add_argument("--node", help="a node under memory pressure")
     parser.add_argument("--json", action="store_true", help="print the coordinator's JSON")
@@ -36,19 +45,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
+    subject = bool(args.pod or args.node)
+    if args.explain and subject:
+        path, query = "/debug/plan", {"pod": args.pod} if args.pod else {"node": args.node}
+    elif args.explain:
+        print("stowage plan: --explain needs --pod NAMESPACE/NAME or --node NODE", file=sys.stderr)
+        return 2
+    elif not subject:
+        path, query = "/debug/drains", {}
+    else:
+        print("stowage plan: --consolidate takes no --pod or --node", file=sys.stderr)
+        return 2
     try:
-        answer = debugask.ask(
-            args.coordinator, "/debug/plan", {"pod": args.pod} if args.pod else {"node": args.node}
-        )
+        answer = debugask.ask(args.coordinator, path, query)
     except debugask.AskError as e:
         print(f"stowage plan: {e}", file=sys.stderr)
         return 2
     if args.json:
         json.dump(answer, out, indent=2)
         out.write("\n")
+    elif args.consolidate:
+        out.write(drain_words(answer))
     else:
         out.write(words(answer))
+    if args.consolidate:
+        return 0 if answer["drains"] else 1
     return 0 if "plan" in answer else 1
+
+
+def drain_words(answer: dict[str, Any]) -> str:
+    """The drain plan as a person reads it."""
+    if not answer["enabled"]:
+        mode = "shown only: drain.enabled is false"
+    elif answer["dry_run"]:
+        mode = "dry run: evictions.enabled is false"
+    else:
+        mode = "drains enabled"
+    freed = answer["drains"]
+    lines = [
+        f"drain plan: frees {len(freed)} of {len(answer['candidates'])} candidate node(s) ({mode})"
+    ]
+    for d in freed:
+        state = "draining" if d["draining"] else "new"
+        group = f", group {d['group']}" if d["group"] else ""
+        lines.append(f"  {d['node']} ({state}{group}): {len(d['moves'])} pod(s) to move")
+        lines.extend(f"    - {m['pod']} -> {m['destination']}" for m in d["moves"])
+    if answer["blocked"]:
+        lines.append("not drainable:")
+        lines.extend(f"  {b['node']}: {b['reason']}" for b in answer["blocked"])
+    if answer["cut"]:
+        lines.append("  (the planning deadline cut the plan: the nodes not reached say so)")
+    lines.append(f"  note: {answer['note']}")
+    return "\n".join(lines) + "\n"
 
 
 def words(answer: dict[str, Any]) -> str:

@@ -20,14 +20,14 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator import debug, ingest, ui
-from coordinator.consolidation import marker, patrol, view
+from coordinator.consolidation import drainer, drainview, marker, patrol, taint, view
 from coordinator.eviction.cycle import Cycle
 from coordinator.eviction.executor import Executor
 from coordinator.extender import kube as kube_extender
@@ -109,6 +109,7 @@ def make_debug_app(
     )
     debug.add_routes(app)
     view.add_routes(app)
+    drainview.add_routes(app)
     ui.add_routes(app)
     return app
 
@@ -313,7 +314,16 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
         services.clock, services.evictions,
     )  # fmt: skip
     cycle = Cycle(services.cluster, executor)
-    tasks.append(asyncio.create_task(_evicting(services, cycle), name="stowage-evictions"))
+    drains = drainer.Drainer(
+        settings.drain, settings.evictions, executor, taint.taint_writer(app[API_CLIENT]),
+        recorder, elector.fence, services.clock,
+    )  # fmt: skip
+    tasks.append(
+        asyncio.create_task(
+            _evicting(services, cycle, lambda: drains.cycle(services.cluster, app[view.PATROL])),
+            name="stowage-evictions",
+        )
+    )
     # With an election, only the leader's colocation answers are valid (coordinator.ingest);
     # its throttle changes become Events on the Node.
     colocation = services.cluster.colocation
@@ -361,14 +371,18 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
             await task
 
 
-async def _evicting(services: Services, cycle: Cycle) -> None:
-    """The eviction cycle, on the leader only (dry run unless ``evictions.enabled``). A
-    cycle that fails is logged and the next one starts afresh from the watches."""
+async def _evicting(
+    services: Services, cycle: Cycle, drains: Callable[[], Awaitable[object]]
+) -> None:
+    """The eviction cycle, on the leader only (dry run unless ``evictions.enabled``), then
+    the drains (:mod:`coordinator.consolidation.drainer`) through the same executor and
+    caps. A cycle that fails is logged and the next one starts afresh from the watches."""
     while True:
         if not services.leader.is_set():
             await services.leader.wait()
         try:
             await cycle.run()
+            await drains()
         except Exception:
             log.exception("eviction cycle failed")
         await asyncio.sleep(services.settings.evictions.cycle_s)

@@ -194,12 +194,13 @@ def _refused_node(
         return f"{node} takes pods moved off other nodes in this plan"
     if tainted:
         return None
-    if len(drains) >= settings.max_draining:
+    moving = [d for d in drains if d.plan is not None]  # a node emptied already is done
+    if len(moving) >= settings.max_draining:
         return f"drain.max_draining: {settings.max_draining} node(s) draining already"
     group = _group(view, node, settings)
     size = sum(1 for n in view.nodes.values() if n.labels.get(settings.group_label, "") == group)
     allowed = budgets.allowed(settings, group, size, now)
-    busy = sum(1 for d in drains if d.group == group)
+    busy = sum(1 for d in moving if d.group == group)
     if allowed is not None and busy >= allowed:
         named = f"node group {group}" if group else "the nodes without a node group"
         return f"the drain budget of {named} lets {allowed} of its {size} node(s) drain now"

@@ -315,6 +315,7 @@ async def run(
             # still serves scheduler calls between them (sampling, ~30 ms, reads the live
             # cluster's dicts and stays on it). Nothing else touches the windows meanwhile.
             candidates = await asyncio.to_thread(patrol.candidates)
+            patrol.judged = candidates
             count(candidates, marker.metrics)
             cost.publish(patrol.costs, clock.monotonic(), marker.metrics)
         if leader.is_set():

@@ -53,6 +53,10 @@ class Patrol:
         self.windows: dict[str, NodeWindows] = {}
         self.costs = QueueCosts()
         """Each queue's CPU- and GPU-hours, sampled with the nodes."""
+        self.judged: list[Candidate] = []
+        """The latest :meth:`candidates` (:func:`coordinator.consolidation.marker.run`'s,
+        every :data:`SAMPLE_S`): where the drain planner takes its candidates from,
+        without judging the windows again on the event loop."""
 
     def sample(self) -> int:
         """Take one sample of every node with a fresh report (and of every queue's

@@ -227,3 +227,15 @@ def test_gpu_pods_move_to_gpus_with_room_and_not_two_onto_one_free_gpu() -> None
     result = plan(rig, "g1")
     assert freed(result) == []
     assert "fits on no other node" in why(result, "g1")
+
+
+def test_a_node_drained_already_counts_against_neither_max_draining_nor_the_budget() -> None:
+    rig = EvictRig().nodes(*cpu_nodes("n1", "n3"))
+    emptied = node("n2", cpu="16", memory="64Gi", gpus=0)
+    emptied["spec"] = {"taints": [{"key": DISRUPTED, "effect": "NoSchedule"}]}
+    rig.nodes(emptied)
+    rig.pods(pod("a", node="n1"), pod("filler", node="n3", cpu="4"))
+    settings = DrainSettings(max_draining=1, budgets=(DrainBudget(nodes="1"),))
+    result = plan(rig, "n1", settings=settings)
+    assert freed(result) == ["n2", "n1"]
+    assert result.drains[0].plan is None

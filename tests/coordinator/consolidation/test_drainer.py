@@ -1,0 +1,184 @@
+"""The drainer wired as the leader wires it — the real client's taint writer, the eviction
+executor with its Evictor, Event recorder and approval reader — against the API
+emulator: dry run taints nothing and evicts nothing, enabled taints before the first
+eviction, an abandoned drain gets its taint back off, and nothing is written without
+the lease."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from coordinator.config import (
+    CoordinatorSettings,
+    DrainSettings,
+    EventSettings,
+    EvictionSettings,
+    PolicySettings,
+)
+from coordinator.consolidation.drain import DISRUPTED
+from coordinator.consolidation.drainer import ABANDONED, STARTED, WOULD_DRAIN, Drainer
+from coordinator.consolidation.taint import taint_writer
+from coordinator.kube.events import EventRecorder
+from coordinator.kube.leader import Fence
+from hack.kubeapi import KubeApi, objects
+from hack.kubeapi.resources import NODES, PODS
+from tests.coordinator.eviction.evictrig import EvictRig
+from tests.coordinator.eviction.executorrig import Rig, kube
+
+__all__ = ["kube"]  # the emulator fixture
+
+CAPACITY = {"cpu": "16", "memory": "64Gi", "pods": "110"}
+
+
+class Cluster:
+    """Nodes and pods in the emulator, and the coordinator's view of the same objects."""
+
+    def __init__(self, kube: KubeApi, rig: Rig) -> None:
+        self.kube = kube
+        self.rig = rig
+
+    def node(self, name: str, tainted: bool = False) -> None:
+        taints = [{"key": DISRUPTED, "effect": "NoSchedule"}] if tainted else None
+        self.kube.store.create(NODES, objects.node(name, capacity=CAPACITY, taints=taints))
+
+    def pod(self, name: str, node: str, priority: int = 0) -> None:
+        self.kube.store.create(
+            PODS,
+            objects.pod(name, node=node, requests={"cpu": "2", "memory": "1Gi"}, priority=priority),
+        )
+
+    def view(self, drain: DrainSettings) -> Any:
+        settings = CoordinatorSettings(policy=PolicySettings(name="most-allocated"), drain=drain)
+        seen = EvictRig(settings=settings)
+        seen.nodes(*self.kube.store.list(NODES, None)[0])
+        seen.pods(*self.kube.store.list(PODS, "default")[0])
+        return seen.view()
+
+    def taints(self, name: str) -> list[str]:
+        node = self.kube.store.get(NODES, "", name)
+        return [t["key"] for t in node["spec"].get("taints") or []]
+
+    def pods(self) -> set[str]:
+        return {p["metadata"]["name"] for p in self.kube.store.list(PODS, "default")[0]}
+
+
+@pytest.fixture
+def make(
+    kube: KubeApi,
+) -> Iterator[Callable[..., tuple[Cluster, Drainer, list[tuple[str, bool, set[str]]]]]]:
+    rigs: list[Rig] = []
+
+    def build(
+        *, evict: bool, drain: bool = True, lease: bool = True
+    ) -> tuple[Cluster, Drainer, list[tuple[str, bool, set[str]]]]:
+        rig = Rig(kube, enabled=evict)
+        rigs.append(rig)
+        cluster = Cluster(kube, rig)
+        writes: list[tuple[str, bool, set[str]]] = []
+        write = taint_writer(rig.client)
+
+        def taint(node: str, present: bool) -> bool:
+            writes.append((node, present, cluster.pods()))  # what was still running then
+            return write(node, present)
+
+        fence = Fence(1e9, rig.clock.monotonic)
+        if lease:
+            fence.renewed(rig.clock.monotonic())
+        events = EventRecorder(
+            client.CoreV1Api(rig.client), fence, rig.clock, EventSettings(), rig.metrics
+        )
+        drainer = Drainer(
+            DrainSettings(enabled=drain), EvictionSettings(enabled=evict), rig.executor, taint,
+            events, fence, rig.clock,
+        )  # fmt: skip
+        return cluster, drainer, writes
+
+    yield build
+    for rig in rigs:
+        rig.close()
+
+
+async def test_dry_run_taints_nothing_and_evicts_nothing_but_tells_the_plan(make: Any) -> None:
+    cluster, drainer, writes = make(evict=False)
+    cluster.node("a")
+    cluster.node("b")
+    cluster.pod("web", "a")
+    cluster.pod("busy", "b")
+    await cluster.rig.executor.start_cycle()
+    plan = await drainer.run(cluster.view(DrainSettings(enabled=True)), ["a"])
+    assert plan is not None and [d.node for d in plan.drains] == ["a"]
+    assert writes == []
+    assert cluster.taints("a") == []
+    assert cluster.pods() == {"web", "busy"}
+    assert WOULD_DRAIN in cluster.rig.reasons("a")
+    assert "WouldEvict" in cluster.rig.reasons("web")
+
+
+async def test_enabled_taints_the_node_before_its_pods_move(make: Any) -> None:
+    cluster, drainer, writes = make(evict=True)
+    cluster.node("a")
+    cluster.node("b")
+    cluster.pod("web", "a")
+    cluster.pod("busy", "b")
+    await cluster.rig.executor.start_cycle()
+    await drainer.run(cluster.view(DrainSettings(enabled=True)), ["a"])
+    assert writes == [("a", True, {"web", "busy"})]  # tainted while web still ran
+    assert cluster.taints("a") == [DISRUPTED]
+    assert cluster.pods() == {"busy"}
+    assert STARTED in cluster.rig.reasons("a")
+
+
+async def test_a_drain_the_plan_no_longer_makes_is_abandoned_and_the_taint_removed(
+    make: Any,
+) -> None:
+    cluster, drainer, writes = make(evict=True)
+    cluster.node("a", tainted=True)
+    cluster.node("b")
+    cluster.pod("vip", "a", priority=10_000)  # high: above drain.max_level
+    await cluster.rig.executor.start_cycle()
+    plan = await drainer.run(cluster.view(DrainSettings(enabled=True)), ["a"])
+    assert plan is not None and plan.drains == ()
+    assert cluster.taints("a") == []
+    assert cluster.pods() == {"vip"}
+    (event,) = [e for e in cluster.rig.events("a") if e["reason"] == ABANDONED]
+    assert "default/vip is high" in event["message"]
+
+
+async def test_drains_switched_off_take_every_drain_taint_off(make: Any) -> None:
+    cluster, drainer, _ = make(evict=True, drain=False)
+    cluster.node("a", tainted=True)
+    cluster.node("b")
+    cluster.pod("web", "a")
+    assert await drainer.run(cluster.view(DrainSettings()), ["a"]) is None
+    assert cluster.taints("a") == []
+    assert cluster.pods() == {"web"}
+
+
+async def test_without_the_taint_written_no_pod_moves(make: Any) -> None:
+    cluster, drainer, _ = make(evict=True, lease=False)
+    cluster.node("a")
+    cluster.node("b")
+    cluster.pod("web", "a")
+    await cluster.rig.executor.start_cycle()
+    await drainer.run(cluster.view(DrainSettings(enabled=True)), ["a"])
+    assert cluster.taints("a") == []
+    assert cluster.pods() == {"web"}  # the lease is not held: no taint, so no eviction
+
+
+async def test_a_drain_already_tainted_keeps_its_taint_and_other_taints_are_kept(
+    make: Any,
+) -> None:
+    cluster, drainer, writes = make(evict=True)
+    cluster.node("a")
+    cluster.node("b")
+    team = {"key": "team", "value": "x", "effect": "PreferNoSchedule"}
+    cluster.kube.store.update(NODES, "", "a", lambda n: {**n, "spec": {"taints": [team]}})
+    cluster.pod("web", "a")
+    await cluster.rig.executor.start_cycle()
+    await drainer.run(cluster.view(DrainSettings(enabled=True)), ["a"])
+    assert cluster.taints("a") == ["team", DISRUPTED]
+    assert writes == [("a", True, {"web"})]
