@@ -22,10 +22,13 @@ section it stands for; a string can. Test for it with :func:`is_absent`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Final, NewType, TypeGuard
+from typing import TYPE_CHECKING, Annotated, Final, NewType
 
 import msgspec
 from msgspec import Meta
+
+if TYPE_CHECKING:  # typing.TypeIs from Python 3.13; only the type checker reads it here
+    from typing_extensions import TypeIs
 
 SCHEMA_VERSION: Final = 1
 
@@ -66,9 +69,10 @@ Absent = NewType("Absent", Annotated[str, Meta(min_length=1, max_length=4096)])
 """A section or item that could not be measured here: the reason why (``psi-unsupported``…)."""
 
 
-def is_absent(value: object) -> TypeGuard[Absent]:
+def is_absent(value: object) -> TypeIs[Absent]:
     """Whether a section or item is absent. Only :data:`Absent` is a string where a struct,
-    list or map is expected, so the type alone says it."""
+    list or map is expected, so the type alone says it (and, to the type checker, what the
+    value is when it is not)."""
     return isinstance(value, str)
 
 

@@ -21,7 +21,7 @@ import os
 import secrets
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -46,14 +46,19 @@ from coordinator.looplag import LoopLag
 from coordinator.nodeview import NODE_VIEW, NodeView
 from coordinator.services import SERVICES, Services
 
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
 log = logging.getLogger(__name__)
 
-API_CLIENT = web.AppKey("api_client", object)
-LOOP_LAG = web.AppKey("loop_lag", LoopLag)
+API_CLIENT: Final = web.AppKey["ApiClient"]("api_client")
+"""The kubernetes client, named as a string: the package loads only when a cluster is
+watched."""
+LOOP_LAG: Final = web.AppKey("loop_lag", LoopLag)
 
 
 def make_app(
-    services: Services, api_client: Any | None = None, *, kube_scheduler: bool = True
+    services: Services, api_client: ApiClient | None = None, *, kube_scheduler: bool = True
 ) -> web.Application:
     """The application; with ``api_client`` (the kubernetes client) it also watches the
     cluster; without it the node set is whatever the caller puts in (tests, benchmarks).
@@ -207,7 +212,9 @@ async def _watches(app: web.Application) -> AsyncIterator[None]:
             watches.Feed(
                 replace=cluster.replace_nodes,
                 upsert=_guarded(cluster.upsert_node),
-                delete=lambda node: cluster.remove_node((node.get("metadata") or {}).get("name")),
+                delete=lambda node: cluster.remove_node(
+                    (node.get("metadata") or {}).get("name") or ""
+                ),
                 synced=synced("nodes"),
             ),
             loop,

@@ -77,7 +77,7 @@ class QueueCosts:
             row[2] += gpus
             row[3] += gpu_rate[node] * gpus
         totals = {q: np.array(row) * hours for q, row in sums.items()}
-        for queue, row in totals.items():
+        for queue, total in totals.items():
             rings = self._rings.get(queue)
             if rings is None:
                 rings = self._rings[queue] = {w: _empty(w) for w in WINDOWS}
@@ -86,7 +86,7 @@ class QueueCosts:
                 bucket = ring[span % window.buckets]
                 if bucket[_EPOCH] != span:
                     bucket[:] = (span, 0.0, 0.0, 0.0, 0.0)
-                bucket[1:] += row
+                bucket[1:] += total
         longest = WINDOWS[-1]
         for queue in [
             q for q, r in self._rings.items() if not _live(r[longest], longest, now).any()

@@ -40,7 +40,7 @@ from coordinator.config import PatrolSettings
 from coordinator.consolidation import cost
 from coordinator.consolidation.patrol import SAMPLE_S, Candidate, Patrol
 from coordinator.consolidation.windows import WINDOWS
-from coordinator.kube.client import KubeError, translate
+from coordinator.kube.client import KubeError, metadata, name_of, translate
 from coordinator.kube.events import EventRecorder, EventType, ObjectRef
 from coordinator.kube.leader import Fence, LeaseLost
 from coordinator.metrics import CoordinatorMetrics
@@ -258,14 +258,15 @@ def marked_nodes(api_client: Any) -> Callable[[], Marks]:
 
     def marked() -> Marks:
         nodes = core.list_node(_request_timeout=LIST_TIMEOUT_S).items
-        found, cordoned = {}, set()
+        found: dict[str, str] = {}
+        cordoned: set[str] = set()
         for node in nodes:
-            annotations = node.metadata.annotations or {}
+            annotations = metadata(node).annotations or {}
             value = annotations.get(ann.CONSOLIDATE)
             if value:
-                found[node.metadata.name] = value
+                found[name_of(node)] = value
             if annotations.get(ann.CONSOLIDATE_CORDONED):
-                cordoned.add(node.metadata.name)
+                cordoned.add(name_of(node))
         return found, cordoned
 
     return marked

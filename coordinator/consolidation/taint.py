@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from coordinator.consolidation.drain import DISRUPTED
+from coordinator.kube.client import metadata
 
 TIMEOUT_S: Final = 10.0
 
@@ -32,16 +33,17 @@ def taint_writer(api_client: Any) -> Callable[[str, bool], bool]:
 
     def write(node: str, present: bool) -> bool:
         obj = core.read_node(node, _request_timeout=TIMEOUT_S)
-        taints = api_client.sanitize_for_serialization(obj.spec.taints or [])
+        spec_taints = None if obj.spec is None else obj.spec.taints
+        taints = api_client.sanitize_for_serialization(spec_taints or [])
         has = any(t.get("key") == DISRUPTED for t in taints)
         if has == present:
             return False
         kept = [t for t in taints if t.get("key") != DISRUPTED]
-        body = [
+        body: list[dict[str, Any]] = [
             {
                 "op": "test",
                 "path": "/metadata/resourceVersion",
-                "value": obj.metadata.resource_version,
+                "value": metadata(obj).resource_version,
             },
             {"op": "add", "path": "/spec/taints", "value": [*kept, TAINT] if present else kept},
         ]

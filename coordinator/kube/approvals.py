@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from common import annotations as ann
-from coordinator.kube.client import translate
+from coordinator.kube.client import metadata, name_of, translate
 
 PLAN_KEY: Final = ann.PREFIX + "preemption-plan"
 """The pending pod's annotation showing the plan that awaits approval, for people and for
@@ -248,4 +248,4 @@ class ApprovalReader:
             )
         except Exception as e:
             raise translate(what, e) from e
-        return [parse(cm.metadata.name, cm.metadata.uid or "", cm.data) for cm in found.items or ()]
+        return [parse(name_of(cm), metadata(cm).uid or "", cm.data) for cm in found.items or ()]

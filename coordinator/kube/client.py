@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from common.errors import StowageError
 
 if TYPE_CHECKING:
-    from kubernetes.client import ApiClient
+    from kubernetes.client import ApiClient, V1ObjectMeta
 
 
 class KubeError(StowageError):
@@ -38,11 +38,34 @@ def api_client(kubeconfig: str | None = None, host: str | None = None) -> ApiCli
         cfg.host = host
         return client.ApiClient(cfg)
     if kubeconfig is not None:
-        return config.new_client_from_config(
+        built: ApiClient = config.new_client_from_config(
             config_file=kubeconfig, client_configuration=cfg, persist_config=False
         )
+        return built
     config.load_incluster_config(client_configuration=cfg)
     return client.ApiClient(cfg)
+
+
+class Described(Protocol):
+    """Any object the API server sends: its client model has a ``metadata``."""
+
+    metadata: V1ObjectMeta | None
+
+
+def metadata(obj: Described) -> V1ObjectMeta:
+    """``obj``'s metadata. The API server always sends it; the client's models allow it to
+    be absent, so an object without one is refused here, by name, not deeper in."""
+    if obj.metadata is None:
+        raise KubeError(f"{type(obj).__name__} without metadata")
+    return obj.metadata
+
+
+def name_of(obj: Described) -> str:
+    """``obj``'s name, which the API server always sends (see :func:`metadata`)."""
+    name = metadata(obj).name
+    if not name:
+        raise KubeError(f"{type(obj).__name__} without a name")
+    return name
 
 
 def translate(what: str, e: Exception) -> KubeError:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from coordinator.kube.client import translate
+from coordinator.kube.client import metadata, translate
 from coordinator.kube.leader import Fence
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class Evictor:
             pod = self._core.read_namespaced_pod(
                 name, namespace, _request_timeout=EVICTION_TIMEOUT_S
             )
-            refs = list(pod.metadata.owner_references or [])
+            refs = list(metadata(pod).owner_references or [])
         except Exception as e:
             log.debug("%s", translate(f"read pod {namespace}/{name}", e))
         refs.sort(key=lambda r: not r.controller)

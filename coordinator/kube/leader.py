@@ -32,8 +32,9 @@ from coordinator.metrics import CoordinatorMetrics
 log = logging.getLogger(__name__)
 
 
-def _now_micro() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _now_micro() -> dt.datetime:
+    """Now, for a Lease's MicroTime fields (the client writes them to the microsecond)."""
+    return dt.datetime.now(dt.UTC)
 
 
 class LeaseLost(StowageError):

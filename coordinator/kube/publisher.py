@@ -92,7 +92,7 @@ def summarize(cluster: LiveCluster, name: str, now: float) -> Summary:
     values[ann.STATE] = f"fresh;at={ann.timestamp(at)}"
     # A throttle that changes is written at once, however small the change: the state
     # carries it, and a changed state is always due. So is a change of unhealthy GPUs.
-    state = "fresh" if quota is None else f"fresh/be={quota}"
+    status = "fresh" if quota is None else f"fresh/be={quota}"
     bad = gpuhealth.unhealthy(signals.gpu_faults, cluster.settings.signals.gpu_health, aged=False)
     if bad:
         gpus = "+".join(map(str, sorted(bad)))
@@ -100,8 +100,8 @@ def summarize(cluster: LiveCluster, name: str, now: float) -> Summary:
             {"unhealthy": gpus, "gpus": str(cluster.specs[name].gpus)}, at
         )
         values[ann.GPU_HEALTH_REASON] = ann.reason(gpuhealth.summary(bad))
-        state += f"/gpu-unhealthy={gpus}"
-    return Summary(values, numbers, state)
+        status += f"/gpu-unhealthy={gpus}"
+    return Summary(values, numbers, status)
 
 
 def fullness_pct(state: ClusterState, i: int) -> dict[str, float]:

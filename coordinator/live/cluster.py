@@ -207,9 +207,11 @@ class LiveCluster:
         holdings.bind(self.state, uid, node, request)
 
     def remove_pod(self, pod: Mapping[str, Any]) -> None:
-        meta = pod.get("metadata") or {}
+        meta = _metadata(pod)
         self.pods.pop(f"{meta.get('namespace') or 'default'}/{meta.get('name')}", None)
         uid = meta.get("uid")
+        if uid is None:
+            return  # nothing else is kept for a pod but by its uid
         self.facts.pop(uid, None)
         self.claims.forget(uid)
         self.holdings.unplaced.pop(uid, None)
@@ -220,7 +222,7 @@ class LiveCluster:
     def replace_pods(self, pods: Iterable[Mapping[str, Any]]) -> None:
         """A full relist: forget bound pods the list no longer has (assumed ones stay)."""
         pods = list(pods)
-        listed = {(p.get("metadata") or {}).get("uid") for p in pods}
+        listed = {uid for p in pods if (uid := _metadata(p).get("uid")) is not None}
         for uid in [u for u, h in self.held.items() if h.assumed_until is None]:
             if uid not in listed:
                 self.holdings.release(self.state, uid)
@@ -259,9 +261,9 @@ class LiveCluster:
             if facts.node is None and node is not None and node in self.specs:
                 found[uid] = (node, facts)
         for entry in self.nominations.active(self.clock.wall()):
-            facts = self.facts.get(entry.uid)
-            if facts is not None and facts.node is None and entry.node in self.specs:
-                found[entry.uid] = (entry.node, facts)
+            nominee = self.facts.get(entry.uid)
+            if nominee is not None and nominee.node is None and entry.node in self.specs:
+                found[entry.uid] = (entry.node, nominee)
         return found
 
     @contextmanager
@@ -462,3 +464,8 @@ def _strings(node: Mapping[str, Any], field: str) -> dict[str, str]:
     if not isinstance(found, Mapping):
         return {}
     return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _metadata(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An API object's ``metadata`` as JSON, empty where it has none."""
+    return obj.get("metadata") or {}

@@ -137,12 +137,14 @@ class Admitted(Policy):
             *self.rules,
         )
 
-    @property  # type: ignore[misc]  # the wrapped policy's name, not a class constant
-    def name(self) -> str:  # type: ignore[override]
+    # The wrapped policy's name and epoch, read through: Policy declares them as a class
+    # constant and a plain attribute, which a read-only property cannot override in types.
+    @property
+    def name(self) -> str:  # type: ignore[override]  # see above
         return self.policy.name
 
-    @property  # type: ignore[misc]
-    def epoch(self) -> int:  # type: ignore[override]
+    @property
+    def epoch(self) -> int:  # type: ignore[override]  # see above
         return self.policy.epoch
 
     def shape_key(self, pod: PodRequest) -> Hashable | None:

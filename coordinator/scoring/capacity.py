@@ -92,7 +92,8 @@ def devices_with_room(gpu_free: npt.NDArray[np.int64], milli: int) -> npt.NDArra
     counts = np.bitwise_count(fits.view(np.uint64))
     if words == 1:
         return counts[:, 0].astype(np.int64)
-    return counts.sum(axis=1, dtype=np.int64)
+    total: npt.NDArray[np.int64] = counts.sum(axis=1, dtype=np.int64)
+    return total
 
 
 def models_allowed(state: ClusterState, models: frozenset[str]) -> npt.NDArray[np.bool_]:

@@ -137,6 +137,11 @@ class _Check:
     unresolvable: bool = False
 
 
+def _load_reason(label: str, threshold: float) -> Callable[[Any], str]:
+    """The reason of one real-load check, bound to its label."""
+    return lambda v: f"real load: {label} {v:.0f} % > {threshold:g} %"
+
+
 def _capacity(state: ClusterState, pod: PodRequest, nodes: npt.NDArray[np.int64]) -> list[_Check]:
     """The capacity checks of :mod:`coordinator.scoring.capacity`, one by one with a reason
     each; a node fails one of them exactly when the engine finds it infeasible."""
@@ -209,7 +214,7 @@ def _live(
                 _Check(
                     value > threshold,  # NaN (not measured) compares False
                     value,
-                    lambda v, label=label: f"real load: {label} {v:.0f} % > {threshold:g} %",
+                    _load_reason(label, threshold),
                 )
             )
     if settings.numa_alignment and pod.numa_aligned:

@@ -257,8 +257,8 @@ class ClusterState:
             for c, g, m in zip(self.cpu_free, self._gpu_tuples, self.model_id, strict=True)
         ]
         state_of: dict[int, tuple[int, tuple[int, ...], int]] = {}
-        for key, sid in zip(states, self.state_id.tolist(), strict=True):
-            assert state_of.setdefault(sid, key) == key, "one state id for two states"
+        for st, sid in zip(states, self.state_id.tolist(), strict=True):
+            assert state_of.setdefault(sid, st) == st, "one state id for two states"
         assert len(set(states)) == len(state_of), "one state under two ids"
         matrix_of: dict[int, int] = {}
         for links, key in zip(self.gpu_links, self.gpu_links_key.tolist(), strict=True):

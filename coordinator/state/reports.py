@@ -40,7 +40,7 @@ def signals_of(report: NodeReport) -> NodeSignals:
         if isinstance(memory, PsiResource) and isinstance(memory.full, PsiLine):
             memory_full = memory.full.avg10_pct
     if isinstance(usage, UsageSection) and not is_absent(usage.cpu):
-        cpu_used = usage.cpu.used_pct  # type: ignore[union-attr]
+        cpu_used = usage.cpu.used_pct
     contiguous = free = -1
     if isinstance(memfrag, MemfragSection):
         contiguous = sum([n.free_b_ge_2mib for n in memfrag.nodes])
@@ -49,7 +49,7 @@ def signals_of(report: NodeReport) -> NodeSignals:
     if isinstance(allocatable, AllocatableSection):
         true_allocatable = allocatable.memory.true_allocatable_b
         if not is_absent(allocatable.kubelet):
-            topology = allocatable.kubelet.topology_manager_policy or ""  # type: ignore[union-attr]
+            topology = allocatable.kubelet.topology_manager_policy or ""
     numa_cpu_m = -1
     if isinstance(numa, NumaSection):
         numa_cpu_m = max([n.cpu_count for n in numa.nodes], default=0) * 1000
@@ -76,7 +76,7 @@ def signals_of(report: NodeReport) -> NodeSignals:
 def _disks(usage: UsageSection) -> tuple[tuple[str, float, float], ...]:
     if is_absent(usage.disks):
         return ()
-    return tuple((d.name, d.util_pct, d.await_ms) for d in usage.disks)  # type: ignore[union-attr]
+    return tuple((d.name, d.util_pct, d.await_ms) for d in usage.disks)
 
 
 def _avg10(resource: PsiResource | object) -> float:

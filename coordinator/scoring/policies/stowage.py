@@ -350,4 +350,4 @@ class Stowage(Policy):
 
 
 def _model(state: ClusterState, i: int) -> str:
-    return state.models[state.model_id[i]]
+    return state.models[int(state.model_id[i])]

@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiException
 
-from coordinator.kube.client import api_client, translate
+from coordinator.kube.client import KubeError, api_client, metadata, name_of, translate
 from hack.kubeapi import KubeApi
 from hack.kubeapi.faults import Fault
 
@@ -57,3 +57,14 @@ def test_no_answer_is_status_zero() -> None:
     error = translate("patch", ConnectionRefusedError("refused"))
     assert (error.status, error.retry_after_s) == (0, None)
     assert str(error) == "patch: ConnectionRefusedError: refused"
+
+
+def test_an_object_without_metadata_or_name_is_refused_by_kind() -> None:
+    """The client's models allow what the API server never sends: a clear KubeError, not
+    an AttributeError deep in a caller."""
+    with pytest.raises(KubeError, match="^V1Node without metadata$"):
+        metadata(client.V1Node())
+    with pytest.raises(KubeError, match="^V1ConfigMap without a name$"):
+        name_of(client.V1ConfigMap(metadata=client.V1ObjectMeta(uid="u-1")))
+    named = client.V1Node(metadata=client.V1ObjectMeta(name="worker-1", uid="u-2"))
+    assert (name_of(named), metadata(named).uid) == ("worker-1", "u-2")
