@@ -377,7 +377,7 @@ class Executor:
         await self._event(
             ref,
             EventType.NORMAL,
-            "PreemptionExecuted" if plan.preemptor else "PressureEviction",
+            _ROUND_REASON[plan.trigger],
             f"{verb} {done} of {len(plan.victims)} on {plan.node}: {reason}",
         )
         return decision
@@ -430,6 +430,13 @@ class Executor:
     async def _event(self, ref: ObjectRef, kind: EventType, reason: str, message: str) -> None:
         await asyncio.to_thread(self._events.record, ref, kind, reason, message)
 
+
+_ROUND_REASON = {
+    "preemption": "PreemptionExecuted",
+    "pressure": "PressureEviction",
+    "consolidation": "ConsolidationEviction",
+}
+"""The Event on the pending pod (preemption) or the node, by the plan's trigger."""
 
 _VICTIM_REASON = {
     Outcome.EVICTED: "Evicted",

@@ -67,7 +67,8 @@ class Plan:
     """One round of evictions on one node."""
 
     trigger: str
-    """``"preemption"`` or ``"pressure"``."""
+    """``"preemption"``, ``"pressure"`` or ``"consolidation"`` (a drain,
+    :mod:`coordinator.consolidation.drain`)."""
     node: str
     victims: tuple[Victim, ...]
     """The whole set, gang members dragged along included."""

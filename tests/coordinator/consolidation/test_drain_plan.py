@@ -7,6 +7,7 @@ from typing import Any
 
 from coordinator.config import DrainBudget, DrainSettings, EvictionSettings
 from coordinator.consolidation.drain import DISRUPTED, DrainPlan, plan_drains
+from coordinator.state.signals import NodeSignals
 from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pdb, pod
 
 DRAIN = DrainSettings()
@@ -239,3 +240,65 @@ def test_a_node_drained_already_counts_against_neither_max_draining_nor_the_budg
     result = plan(rig, "n1", settings=settings)
     assert freed(result) == ["n2", "n1"]
     assert result.drains[0].plan is None
+
+
+def test_a_pod_placed_counts_for_kube_schedulers_filters_before_the_next_one() -> None:
+    rig = EvictRig().nodes(*cpu_nodes("n1", "n2"))
+    ported = []
+    for name in ("p", "q"):
+        obj = pod(name, node="n1")
+        obj["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+        ported.append(obj)
+    rig.pods(*ported)  # Stowage's state has room for both on n2; NodePorts has one port
+    result = plan(rig, "n1")
+    assert freed(result) == []
+    assert "NodePorts" in why(result, "n1")
+
+
+def test_a_drain_that_fails_partway_gives_back_the_room_its_first_pods_took() -> None:
+    rig = EvictRig().nodes(*cpu_nodes("n1", "n2", "n3"))
+    # n1's big pod takes n3's room (n2 has too little), then its pinned pod fits nowhere:
+    # n1 stays, and n2's pod, too big for what n1 has free, needs n3's room whole.
+    pinned = pod("pinned", node="n1", cpu="1")
+    pinned["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n1"}
+    rig.pods(pod("big", node="n1", cpu="8"), pinned)
+    rig.pods(pod("other", node="n2", cpu="9"), pod("filler", node="n3", cpu="6"))
+    settings = DrainSettings(max_draining=5, budgets=())
+    result = plan(rig, "n1", "n2", settings=settings)
+    assert "ns/pinned fits on no other node" in why(result, "n1")
+    assert freed(result) == ["n2"]
+    assert result.drains[0].moves[0].destination == "n3"
+
+
+def test_a_mirror_pod_stays_like_a_daemonset_pod() -> None:
+    rig = EvictRig().nodes(*cpu_nodes("n1", "n2"))
+    static = pod("etcd", node="n1", annotations={"kubernetes.io/config.mirror": "abc"})
+    static["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n1"}
+    rig.pods(static)
+    assert [d.moves for d in plan(rig, "n1").drains] == [()]
+
+
+def test_a_drain_under_way_goes_on_when_its_budget_closes() -> None:
+    rig = EvictRig().nodes(*cpu_nodes("n1", "n3"))
+    tainted = node("n2", cpu="16", memory="64Gi", gpus=0)
+    tainted["spec"] = {"taints": [{"key": DISRUPTED, "effect": "NoSchedule"}]}
+    rig.nodes(tainted)
+    rig.pods(pod("a", node="n1"), pod("b", node="n2"), pod("filler", node="n3", cpu="4"))
+    shut = DrainSettings(max_draining=5, budgets=(DrainBudget(nodes="0"),))
+    result = plan(rig, "n1", settings=shut)
+    # Half a drain left behind is the worst outcome: the one under way finishes; no new one.
+    assert freed(result) == ["n2"]
+    assert "lets 0 of its 3" in why(result, "n1")
+
+
+def test_a_node_whose_live_signals_refuse_the_pod_is_no_destination() -> None:
+    rig = EvictRig().nodes(*cpu_nodes("n1", "n2"))
+    rig.pods(pod("batch", node="n1", annotations={"stowage.io/qos": "batch"}))
+    state = rig.cluster.state
+    assert state is not None
+    hot = NodeSignals(measured_at=NOW, cpu_used_pct=99.0)  # kube-scheduler would not know
+    rig.cluster.signals["n2"] = hot
+    state.set_signals(state.index["n2"], hot)
+    result = plan(rig, "n1")
+    assert freed(result) == []
+    assert "Stowage's filter refuses it everywhere" in why(result, "n1")

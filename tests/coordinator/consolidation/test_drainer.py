@@ -130,6 +130,8 @@ async def test_enabled_taints_the_node_before_its_pods_move(make: Any) -> None:
     assert cluster.taints("a") == [DISRUPTED]
     assert cluster.pods() == {"busy"}
     assert STARTED in cluster.rig.reasons("a")
+    assert "ConsolidationEviction" in cluster.rig.reasons("a")
+    assert "Evicted" in cluster.rig.reasons("web")
 
 
 async def test_a_drain_the_plan_no_longer_makes_is_abandoned_and_the_taint_removed(
