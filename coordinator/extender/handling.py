@@ -23,7 +23,7 @@ from aiohttp import web
 
 from coordinator import requestbody
 from coordinator.config import CoordinatorSettings, ExtenderSettings
-from coordinator.extender.wire import WireError, error_body, parse_json, to_json
+from coordinator.extender.gojson import WireError, error_body, parse_json, to_json
 from coordinator.services import SERVICES, Services
 from coordinator.state.kubeobjects import ObjectError, node_spec, pod_request
 from coordinator.state.podrequest import PodRequest

@@ -51,7 +51,7 @@ from aiohttp import web
 
 from coordinator.eviction.plan import Deadline, narrow_victims
 from coordinator.eviction.view import view_of
-from coordinator.extender import wire
+from coordinator.extender import kubewire
 from coordinator.extender.handling import (
     MIB,
     check_count,
@@ -65,6 +65,7 @@ from coordinator.extender.handling import (
     request_of,
 )
 from coordinator.extender.picking import pick
+from coordinator.live import MAX_EXTENDER_SCORE
 from coordinator.services import Services
 from coordinator.state.podfacts import pod_facts
 from coordinator.state.podrequest import PodRequest
@@ -73,9 +74,9 @@ PREFIX: Final = "/scheduler"
 MAX_BODY_B: Final = 16 * MIB
 """Nodes mode sends every candidate Node (a few KiB each; 100–1,000 per call in large
 clusters, where kube-scheduler stops after ``numFeasibleNodesToFind``)."""
-ARGS_READER: Final = web.AppKey("extender_args_reader", wire.ExtenderArgsReader)
+ARGS_READER: Final = web.AppKey("extender_args_reader", kubewire.ExtenderArgsReader)
 """This app's reader of filter and prioritize requests (it remembers the last names)."""
-HOST_PRIORITIES: Final = web.AppKey("host_priorities", wire.HostPriorityWriter)
+HOST_PRIORITIES: Final = web.AppKey("host_priorities", kubewire.HostPriorityWriter)
 """This app's writer of prioritize replies (it remembers the last list of names)."""
 
 
@@ -95,7 +96,7 @@ async def filter_nodes(request: web.Request, services: Services) -> web.Response
     if args.nodes is not None:
         passing = set(result.passing)
         items = [node for node, name in zip(args.nodes, args.names, strict=True) if name in passing]
-        return json_reply(wire.filter_reply([], result.failed, result.unresolvable, items))
+        return json_reply(kubewire.filter_reply([], result.failed, result.unresolvable, items))
     if chosen is not None or len(result.passing) < 2:
         names = result.passing
     elif len(result.passing) == len(args.names):  # one entry per name offered that passes
@@ -103,7 +104,7 @@ async def filter_nodes(request: web.Request, services: Services) -> web.Response
     else:
         assert result.passed is not None
         names = list(compress(args.names, result.passed.tolist()))  # in the order offered
-    return json_reply(wire.filter_reply(names, result.failed, result.unresolvable))
+    return json_reply(kubewire.filter_reply(names, result.failed, result.unresolvable))
 
 
 @endpoint("prioritize")
@@ -114,7 +115,7 @@ async def prioritize_nodes(request: web.Request, services: Services) -> web.Resp
         services.cluster.unassume(uid)
     with services.cluster.nominated_room(uid, priority_of(args.pod)):
         scores = services.cluster.prioritize_each(pod, args.names)
-    top = np.flatnonzero(scores == wire.MAX_EXTENDER_SCORE)
+    top = np.flatnonzero(scores == MAX_EXTENDER_SCORE)
     reply = json_bytes_reply(request.app[HOST_PRIORITIES].write(args.names, scores))
     if len(top) and uid:
         services.cluster.assume(uid, pod, args.names[int(top[0])])
@@ -129,7 +130,7 @@ def _uid(pod: Mapping[str, Any]) -> str:
 
 async def _read_args(
     request: web.Request, services: Services
-) -> tuple[wire.ExtenderArgs, PodRequest]:
+) -> tuple[kubewire.ExtenderArgs, PodRequest]:
     """A filter or prioritize request and its pod, checked whole (in Nodes mode the
     offered Node objects too, which are used for nothing else)."""
     args = request.app[ARGS_READER].read(await read_body(request, MAX_BODY_B))
@@ -146,11 +147,11 @@ async def _read_args(
 @endpoint("preempt")
 async def preempt(request: web.Request, services: Services) -> web.Response:
     """kube-scheduler's candidates narrowed by the planner (see above), as UIDs."""
-    args = wire.decode_preemption_args(await read_json(request, MAX_BODY_B))
+    args = kubewire.decode_preemption_args(await read_json(request, MAX_BODY_B))
     pod = request_of(args.pod, services.settings)  # a pod we cannot read is a bad request
     cluster = services.cluster
     view = view_of(cluster)
-    answer: dict[str, wire.MetaVictims | None] = {}
+    answer: dict[str, kubewire.MetaVictims | None] = {}
     proposed = {
         node: frozenset(v.uids) for node, v in args.victims.items() if v is not None and v.uids
     }
@@ -161,13 +162,13 @@ async def preempt(request: web.Request, services: Services) -> web.Response:
         deadline = Deadline(mono, mono() + settings.preempt_deadline_s)
         narrowed = narrow_victims(view, facts, proposed, settings, services.clock.wall(), deadline)
         for node, victims in narrowed.items():
-            answer[node] = wire.MetaVictims(uids=tuple(v.uid for v in victims))
-    return json_reply(wire.preemption_reply(answer))
+            answer[node] = kubewire.MetaVictims(uids=tuple(v.uid for v in victims))
+    return json_reply(kubewire.preemption_reply(answer))
 
 
 def add_routes(app: web.Application) -> None:
-    app[ARGS_READER] = wire.ExtenderArgsReader()
-    app[HOST_PRIORITIES] = wire.HostPriorityWriter()
+    app[ARGS_READER] = kubewire.ExtenderArgsReader()
+    app[HOST_PRIORITIES] = kubewire.HostPriorityWriter()
     app.router.add_post(f"{PREFIX}/filter", filter_nodes)
     app.router.add_post(f"{PREFIX}/prioritize", prioritize_nodes)
     app.router.add_post(f"{PREFIX}/preempt", preempt)

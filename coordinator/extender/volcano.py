@@ -17,7 +17,7 @@ extender.
   perhaps behind mutual TLS, is told.
 
 The task is judged from its embedded ``Pod`` when Volcano sends one (annotations, QoS and
-all), else from ``Resreq`` (see :func:`coordinator.extender.wire.decode_predicate_args`).
+all), else from ``Resreq`` (see :func:`.volcanowire.decode_predicate_args`).
 A ``NodeInfo`` that carries its ``Node`` has it checked (400 for one the cluster could not
 take), but, as for kube-scheduler, nodes are judged as the Node watch has them: a request
 never changes them, and a node the watch does not have passes and scores 0. As for
@@ -31,7 +31,7 @@ from typing import Final
 
 from aiohttp import web
 
-from coordinator.extender import wire
+from coordinator.extender import volcanowire
 from coordinator.extender.handling import (
     MIB,
     check_nodes,
@@ -41,6 +41,7 @@ from coordinator.extender.handling import (
     read_json,
     request_of,
 )
+from coordinator.live import MAX_EXTENDER_SCORE
 from coordinator.services import Services
 
 PREFIX: Final = "/volcano"
@@ -49,13 +50,13 @@ MAX_BODY_B: Final = 32 * MIB
 ``TaskInfo`` (and Pod) of every task on it."""
 MAX_NODE_SCORE: Final = 100
 """Volcano's ``fwk.MaxNodeScore``: the scale binpack and the other plugins score on."""
-SCORE_SCALE: Final = MAX_NODE_SCORE // wire.MAX_EXTENDER_SCORE
+SCORE_SCALE: Final = MAX_NODE_SCORE // MAX_EXTENDER_SCORE
 """Our 0–10 to Volcano's 0–100."""
 
 
 @endpoint("volcano-predicate")
 async def predicate(request: web.Request, services: Services) -> web.Response:
-    task, node = wire.decode_predicate_args(await read_json(request, MAX_BODY_B))
+    task, node = volcanowire.decode_predicate_args(await read_json(request, MAX_BODY_B))
     pod = request_of(task.pod, services.settings)
     check_nodes(
         "node", [("node.Node", node.node)], services.settings.extender.max_nodes_per_request
@@ -64,17 +65,19 @@ async def predicate(request: web.Request, services: Services) -> web.Response:
     with cluster.counting_volcano(), cluster.nominated_room(task.uid, priority_of(task.pod)):
         result = cluster.filter(pod, [node.name])
     if node.name in result.unresolvable:
-        reply = wire.predicate_reply(False, result.unresolvable[node.name], unresolvable=True)
+        reply = volcanowire.predicate_reply(
+            False, result.unresolvable[node.name], unresolvable=True
+        )
     elif node.name in result.failed:
-        reply = wire.predicate_reply(False, result.failed[node.name])
+        reply = volcanowire.predicate_reply(False, result.failed[node.name])
     else:
-        reply = wire.predicate_reply(True)
+        reply = volcanowire.predicate_reply(True)
     return json_reply(reply)
 
 
 @endpoint("volcano-prioritize")
 async def prioritize(request: web.Request, services: Services) -> web.Response:
-    task, nodes = wire.decode_volcano_prioritize_args(await read_json(request, MAX_BODY_B))
+    task, nodes = volcanowire.decode_volcano_prioritize_args(await read_json(request, MAX_BODY_B))
     pod = request_of(task.pod, services.settings)
     most = services.settings.extender.max_nodes_per_request
     check_nodes("nodes", [(f"nodes[{i}].Node", n.node) for i, n in enumerate(nodes)], most)
@@ -82,10 +85,10 @@ async def prioritize(request: web.Request, services: Services) -> web.Response:
     cluster = services.cluster
     with cluster.counting_volcano(), cluster.nominated_room(task.uid, priority_of(task.pod)):
         scores = cluster.prioritize(pod, names)
-        chosen = [name for name, score in scores.items() if score == wire.MAX_EXTENDER_SCORE]
+        chosen = [name for name, score in scores.items() if score == MAX_EXTENDER_SCORE]
         if chosen and task.uid:
             services.cluster.assume(task.uid, pod, chosen[0])
-    return json_reply(wire.node_scores((name, scores[name] * SCORE_SCALE) for name in names))
+    return json_reply(volcanowire.node_scores((name, scores[name] * SCORE_SCALE) for name in names))
 
 
 def add_routes(app: web.Application) -> None:

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from coordinator.auth import NoAuth
 from coordinator.config import CoordinatorSettings, ExtenderSettings, PolicySettings, SignalSettings
-from coordinator.extender import kube, wire
+from coordinator.extender import gojson, kube, kubewire
 from coordinator.live import MAX_EXTENDER_SCORE, FilterResult, LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.scoring import livefilters
@@ -435,7 +435,7 @@ async def test_the_endpoints_answer_what_the_per_node_code_answers(aiohttp_clien
         want = reference_filter(reference, request, offer)
         passing = set(want.passing)
         ordered = [n for n in offer if n in passing]
-        expected = wire.filter_reply(ordered, want.failed, want.unresolvable)
+        expected = kubewire.filter_reply(ordered, want.failed, want.unresolvable)
         assert json.loads(await got.text()) == expected
 
         got = await client.post("/scheduler/prioritize", json=body)
@@ -481,7 +481,7 @@ async def test_the_filters_pick_is_the_per_node_codes_first_choice(aiohttp_clien
         if len(ordered) >= 2 and best > 0:
             ordered = [next(n for n in offer if n in passing and scores[n] == best)]
             picked += 1
-        expected = wire.filter_reply(ordered, want.failed, want.unresolvable)
+        expected = kubewire.filter_reply(ordered, want.failed, want.unresolvable)
         assert json.loads(await got.text()) == expected
         if len(ordered) == 1:
             reference.assume(f"uid-{k}", request, ordered[0])
@@ -502,7 +502,7 @@ def host_priorities(scores: Any) -> list[dict[str, Any]]:
     return [{"Host": host, "Score": int(score)} for host, score in scores]
 
 
-def written(writer: wire.HostPriorityWriter, names: list[str], scores: list[int]) -> Any:
+def written(writer: kubewire.HostPriorityWriter, names: list[str], scores: list[int]) -> Any:
     """What the writer writes, as JSON; the reply must be exactly ``host_priorities``'."""
     reply = writer.write(names, np.array(scores, dtype=np.int64))
     assert reply == reply.strip() and reply.isascii()
@@ -521,7 +521,7 @@ def written(writer: wire.HostPriorityWriter, names: list[str], scores: list[int]
 def test_the_prioritize_reply_reads_as_host_priorities(names: list[str]):
     rng = random.Random(len(names))
     scores = [rng.randint(0, MAX_EXTENDER_SCORE) for _ in names]
-    writer = wire.HostPriorityWriter()
+    writer = kubewire.HostPriorityWriter()
     assert written(writer, names, scores) == host_priorities(zip(names, scores, strict=True))
     if names:
         scores[-1] = MAX_EXTENDER_SCORE
@@ -533,7 +533,7 @@ def test_the_prioritize_reply_reads_as_host_priorities(names: list[str]):
 
 def test_the_reply_writer_reuses_a_list_of_names_only_when_it_is_the_same():
     rng = random.Random(3)
-    writer = wire.HostPriorityWriter()
+    writer = kubewire.HostPriorityWriter()
     names = [f"node-{k}" for k in range(300)]
     others = [*names[:-1], 'quo"te']  # same length and first name
     for offer in (names, list(names), others, names, names[:-1], names, [], ["a"], names):
@@ -547,16 +547,16 @@ def test_the_reply_writer_reuses_a_list_of_names_only_when_it_is_the_same():
 @pytest.mark.parametrize("bad", [[3, 11], [3, -1], [2.5, 3.0], [True, False]])
 def test_the_prioritize_reply_refuses_scores_outside_0_to_10(bad: list[Any]):
     with pytest.raises(ValueError, match="outside 0..10"):
-        wire.HostPriorityWriter().write(["a", "b"], np.array(bad))
+        kubewire.HostPriorityWriter().write(["a", "b"], np.array(bad))
     with pytest.raises(ValueError, match="2 names but 1 scores"):
-        wire.HostPriorityWriter().write(["a", "b"], np.array([1]))
+        kubewire.HostPriorityWriter().write(["a", "b"], np.array([1]))
 
 
 def test_the_args_reader_reuses_the_names_it_read_last_only_when_they_are_the_same():
-    reader = wire.ExtenderArgsReader()
+    reader = kubewire.ExtenderArgsReader()
     pod = {"metadata": {"name": "p"}}
 
-    def read(names: Any, key: str = "NodeNames") -> wire.ExtenderArgs:
+    def read(names: Any, key: str = "NodeNames") -> kubewire.ExtenderArgs:
         return reader.read(json.dumps({"Pod": pod, key: names}).encode())
 
     first = read(["a", "b", "a"])
@@ -566,19 +566,19 @@ def test_the_args_reader_reuses_the_names_it_read_last_only_when_they_are_the_sa
     assert read(["a", "b"]).names == ["a", "b"]
     assert read(["a", "b", "a"]).names == ["a", "b", "a"]
     assert read(["a", "c", "a"]).names == ["a", "c", "a"]  # as long, other bytes
-    with pytest.raises(wire.WireError, match=r"NodeNames\[1\]: expected a string, got number"):
+    with pytest.raises(gojson.WireError, match=r"NodeNames\[1\]: expected a string, got number"):
         read(["a", 1])
-    with pytest.raises(wire.WireError, match="neither NodeNames nor Nodes"):
+    with pytest.raises(gojson.WireError, match="neither NodeNames nor Nodes"):
         read(None)
-    with pytest.raises(wire.WireError, match="body: expected an object, got array"):
+    with pytest.raises(gojson.WireError, match="body: expected an object, got array"):
         reader.read(b"[1]")
     for bad in (b"{", b'{"Pod": NaN}', b'{"Pod": {}} trailing', b"\xff"):
-        with pytest.raises(wire.WireError, match="body is not JSON"):
+        with pytest.raises(gojson.WireError, match="body is not JSON"):
             reader.read(bad)
 
 
 def test_node_names_are_taken_as_sent_or_refused_by_position():
     body = {"Pod": {"metadata": {"name": "p"}}, "NodeNames": ["a", "b", "a"]}
-    assert wire.decode_extender_args(body).names == ["a", "b", "a"]
-    with pytest.raises(wire.WireError, match=r"NodeNames\[1\]: expected a string, got number"):
-        wire.decode_extender_args({**body, "NodeNames": ["a", 1]})
+    assert kubewire.decode_extender_args(body).names == ["a", "b", "a"]
+    with pytest.raises(gojson.WireError, match=r"NodeNames\[1\]: expected a string, got number"):
+        kubewire.decode_extender_args({**body, "NodeNames": ["a", 1]})

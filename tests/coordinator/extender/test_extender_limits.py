@@ -1,5 +1,5 @@
 """Parser limits on every scheduler endpoint, over HTTP: JSON nested deeper than
-``wire.MAX_JSON_DEPTH`` and quantities beyond int64 milli-units are 400s naming what was
+``gojson.MAX_JSON_DEPTH`` and quantities beyond int64 milli-units are 400s naming what was
 wrong, never 500s, and change nothing."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from coordinator.extender import wire
+from coordinator.extender import gojson, volcanowire
 from tests.coordinator.extender.conftest import Rig
 from tests.coordinator.extender.kubejson import NODES, POD_UID, node, pod
 
@@ -20,7 +20,7 @@ PREDICATE = "/volcano/predicate"
 VOLCANO_PRIORITIZE = "/volcano/prioritize"
 ENDPOINTS = (FILTER, PRIORITIZE, PREEMPT, PREDICATE, VOLCANO_PRIORITIZE)
 DEEP = 100_000
-TOO_DEEP = f"body: nested deeper than {wire.MAX_JSON_DEPTH} levels"
+TOO_DEEP = f"body: nested deeper than {gojson.MAX_JSON_DEPTH} levels"
 
 
 def body_for(path: str, the_pod: Any, **extra: Any) -> dict[str, Any]:
@@ -68,7 +68,7 @@ async def test_deep_nesting_is_400_on_every_endpoint_and_changes_nothing(
 @pytest.mark.parametrize("path", ENDPOINTS)
 async def test_nesting_up_to_the_bound_is_read_and_one_more_is_refused(rig: Rig, path: str):
     """The top-level object is one level; an unknown member nests the rest."""
-    inner = wire.MAX_JSON_DEPTH - 1
+    inner = gojson.MAX_JSON_DEPTH - 1
     prefix = json.dumps(body_for(path, pod("1", "1Gi")))[:-1].encode()
     status, _ = await rig.post(path, prefix + b', "x": ' + nested_arrays(inner) + b"}")
     assert status == 200
@@ -102,20 +102,20 @@ async def test_brackets_and_escapes_inside_strings_do_not_count(rig: Rig):
 )
 def test_depth_is_counted_outside_strings(body: bytes, deeper: bool):
     if deeper:
-        with pytest.raises(wire.WireError, match="nested deeper than 3 levels"):
-            wire.check_depth(body, limit=3)
+        with pytest.raises(gojson.WireError, match="nested deeper than 3 levels"):
+            gojson.check_depth(body, limit=3)
     else:
-        wire.check_depth(body, limit=3)
+        gojson.check_depth(body, limit=3)
 
 
 def test_depth_is_carried_across_scan_chunks(monkeypatch: pytest.MonkeyPatch):
     """A string, and the depth, that span the boundary of two chunks."""
-    monkeypatch.setattr(wire, "_DEPTH_CHUNK", 4)
-    wire.check_depth(b'[["[[[[[[[[[[[[]]"]]', limit=2)
-    with pytest.raises(wire.WireError):
-        wire.check_depth(b'["x"[[', limit=2)
-    with pytest.raises(wire.WireError):
-        wire.check_depth(b'[["[[[[[[[[[[[[]]"[]]', limit=2)
+    monkeypatch.setattr(gojson, "_DEPTH_CHUNK", 4)
+    gojson.check_depth(b'[["[[[[[[[[[[[[]]"]]', limit=2)
+    with pytest.raises(gojson.WireError):
+        gojson.check_depth(b'["x"[[', limit=2)
+    with pytest.raises(gojson.WireError):
+        gojson.check_depth(b'[["[[[[[[[[[[[[]]"[]]', limit=2)
 
 
 # ------------------------------------------------------------------ quantities
@@ -178,7 +178,7 @@ async def test_the_largest_request_fits_nowhere_and_is_not_assumed(rig: Rig, pat
     elif path == PRIORITIZE:
         assert [host["Score"] for host in reply] == [0] * len(NODES)
     elif path == PREDICATE:
-        assert reply["code"] == wire.UNSCHEDULABLE
+        assert reply["code"] == volcanowire.UNSCHEDULABLE
     else:
         assert set(reply["nodeScore"].values()) == {0}
     assert rig.snapshot() == before
@@ -219,7 +219,7 @@ async def test_the_largest_resreq_is_read_and_fits_nowhere(rig: Rig, path: str):
     status, reply = await rig.post(path, body)
     assert status == 200
     if path == PREDICATE:
-        assert reply["code"] == wire.UNSCHEDULABLE
+        assert reply["code"] == volcanowire.UNSCHEDULABLE
     else:
         assert reply == {"nodeScore": {"node-a": 0}, "errorMessage": ""}
 
@@ -235,7 +235,7 @@ async def test_nodes_with_allocatable_beyond_range_are_400(rig: Rig, amount: str
 async def test_node_names_nested_past_the_bound_are_refused_as_too_deep(rig: Rig, path: str):
     """Not deep enough to stop the body's split, yet one level past the bound: the names
     member, which is not all strings, is depth-checked before it is decoded."""
-    inner = wire.MAX_JSON_DEPTH - 1
+    inner = gojson.MAX_JSON_DEPTH - 1
     body = {"Pod": pod("1", "1Gi")}
     prefix = json.dumps(body)[:-1].encode() + b', "NodeNames": '
     await rig.assert_refused(path, prefix + nested_arrays(inner + 1) + b"}", TOO_DEEP)
