@@ -29,7 +29,7 @@ from typing import Any, TextIO
 from common import annotations as ann
 from common.clock import Clock, SystemClock
 from coordinator.kube import approvals
-from coordinator.kube.client import KubeError, translate
+from coordinator.kube.client import KubeError, name_of, translate
 
 DEFAULT_NAMESPACE = "stowage-system"
 """The coordinator's namespace as shipped (``kube.namespace``)."""
@@ -116,12 +116,13 @@ def approve(api: Any, pod: str, namespace: str, ttl_s: float, clock: Clock) -> s
     body = approvals.manifest(pod, digest, expires_at, namespace)
     what = f"create an approval in {namespace}"
     try:
-        made = core.create_namespaced_config_map(namespace, body, _request_timeout=TIMEOUT_S)
+        # The client sends a plain dict body as it is; its annotation names only the model.
+        made = core.create_namespaced_config_map(namespace, body, _request_timeout=TIMEOUT_S)  # type: ignore[arg-type]
     except Exception as e:
         raise translate(what, e) from e
     head = (
         f"approved plan {plan.plan} for {pod} until {ann.timestamp(expires_at)}"
-        f" (configmap {namespace}/{made.metadata.name}):"
+        f" (configmap {namespace}/{name_of(made)}):"
     )
     return "\n".join([head, *lines]) + "\n"
 
