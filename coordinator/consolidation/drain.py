@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -95,11 +95,9 @@ class DrainPlan:
     """The deadline stopped the planning: the candidates not reached are blocked so."""
 
 
-def draining(view: ClusterView) -> list[str]:
+def draining(nodes: Mapping[str, feasibility.Node]) -> list[str]:
     """The nodes tainted :data:`DISRUPTED` now, by name."""
-    return sorted(
-        n for n, node in view.nodes.items() if any(t.key == DISRUPTED for t in node.taints)
-    )
+    return sorted(n for n, node in nodes.items() if any(t.key == DISRUPTED for t in node.taints))
 
 
 def plan_drains(
@@ -113,7 +111,7 @@ def plan_drains(
     """The drains of ``candidates`` (and of the nodes draining already) that every rule
     allows now, and why each other candidate is not drainable; ``now`` is Unix seconds
     (checkpoints, budget windows)."""
-    under_way = draining(view)
+    under_way = draining(view.nodes)
     order = [*under_way, *(n for n in dict.fromkeys(candidates) if n not in under_way)]
     displacer = Level[settings.max_level.upper()] + evictions.min_level_gap
     rules = _Rules(view, displacer, evictions, now, capped=True)
@@ -129,15 +127,15 @@ def plan_drains(
         if cut:
             blocked.append(Blocked(node, tainted, "not reached before the planning deadline"))
             continue
-        why = _refused_node(view, node, tainted, drains, placer, settings, now)
-        if why is not None:
-            blocked.append(Blocked(node, tainted, why))
-            continue
-        group = _group(view, node, settings)
         pods = sorted(
             (u for u in view.on_node.get(node, ()) if not view.pods[u].daemon),
             key=lambda u: _size(view, u),
         )
+        why = _refused_node(view, node, tainted or not pods, drains, placer, settings, now)
+        if why is not None:
+            blocked.append(Blocked(node, tainted, why))
+            continue
+        group = _group(view, node, settings)
         if not pods:
             placer.closed.add(node)
             drains.append(Drain(node, group, tainted, (), None))
@@ -180,19 +178,20 @@ def _group(view: ClusterView, node: str, settings: DrainSettings) -> str:
 def _refused_node(
     view: ClusterView,
     node: str,
-    tainted: bool,
+    exempt: bool,
     drains: Sequence[Drain],
     placer: _Placer,
     settings: DrainSettings,
     now: float,
 ) -> str | None:
     """Why ``node`` may not be drained whatever its pods: unknown, it takes pods of an
-    earlier drain, or (a new drain) the cap on draining nodes or its group's budget."""
+    earlier drain, or (a new drain, not ``exempt``: under way already, or with nothing
+    to move) the cap on draining nodes or its group's budget."""
     if node not in view.nodes or node not in view.state.index:
         return f"node {node} is not known"
     if node in placer.received:
         return f"{node} takes pods moved off other nodes in this plan"
-    if tainted:
+    if exempt:
         return None
     moving = [d for d in drains if d.plan is not None]  # a node emptied already is done
     if len(moving) >= settings.max_draining:

@@ -4,7 +4,11 @@ the eviction executor only — so a drain's evictions are dry runs until
 ``evictions.cooldown_s``, and loop-prevented like every other round.
 
 Per cycle: the patrol's latest candidates (emptiest first) are planned
-(:func:`coordinator.consolidation.drain.plan_drains`), then
+(:func:`coordinator.consolidation.drain.plan_drains`) in a forked child over its frozen
+copy of the cluster, as the eviction cycle plans (:mod:`coordinator.forked`: placing pods
+one by one over tens of thousands costs seconds of Python, which must not stall the
+scheduler's answers), within ``evictions.cycle_budget_s``; a drain whose pods have moved
+since is left for the next cycle. Then
 
 * a node draining (tainted :data:`~coordinator.consolidation.drain.DISRUPTED`) that the
   plan no longer drains is **abandoned**: the taint comes off
@@ -25,17 +29,22 @@ sent; an Event goes through the fenced recorder.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from common.clock import Clock
+from coordinator import feasibility
 from coordinator.config import DrainSettings, EvictionSettings
 from coordinator.consolidation.drain import DISRUPTED, DrainPlan, draining, plan_drains
 from coordinator.consolidation.patrol import Patrol
+from coordinator.eviction.cycle import CHILD_GRACE_S, PLANNER_NICE
 from coordinator.eviction.executor import Executor, Recorder
 from coordinator.eviction.plan import Deadline
+from coordinator.eviction.round import outdated
 from coordinator.eviction.view import ClusterView, view_of
+from coordinator.forked import ChildFailed, run_forked
 from coordinator.kube.client import KubeError, translate
 from coordinator.kube.events import EventType, ObjectRef
 from coordinator.kube.leader import Fence, LeaseLost
@@ -77,29 +86,49 @@ class Drainer:
         """Node → the Event last told for it (each is told once while it holds)."""
 
     async def cycle(self, cluster: LiveCluster, patrol: Patrol) -> DrainPlan | None:
-        """One cycle over the live cluster now; None when nothing was planned."""
+        """One cycle over the live cluster now, planned off the event loop; None when
+        nothing was planned."""
+        if not self._settings.enabled:
+            await self._lift(cluster.node_facts)
+            return None
+        if cluster.state is None:
+            return None
         clock = self._clock
         cooling = self._executor.cooldowns.until(clock.monotonic(), clock.wall())
-        view = view_of(cluster, cooling)
-        if view is None:
+        job = functools.partial(
+            _plan, cluster, cooling, candidates(patrol), self._settings, self._evictions
+        )
+        budget_s = self._evictions.cycle_budget_s + CHILD_GRACE_S
+        try:
+            plan = await run_forked(job, budget_s, nice=PLANNER_NICE)
+        except ChildFailed as e:
+            log.error("drain planning failed, no drain this cycle: %s", e)
             return None
-        return await self.run(view, candidates(patrol))
+        return await self.act(plan, cluster)
 
     async def run(self, view: ClusterView, names: Sequence[str]) -> DrainPlan | None:
-        """Plan the drains of ``names`` over ``view`` and act on them (see the module)."""
+        """Plan the drains of ``names`` over ``view`` here and act on them."""
         if not self._settings.enabled:
-            for node in draining(view):
-                await self._abandon(node, "drain.enabled is false")
+            await self._lift(view.nodes)
             return None
         mono = self._clock.monotonic
         deadline = Deadline(mono, mono() + self._evictions.cycle_budget_s)
         plan = plan_drains(
             view, names, self._settings, self._evictions, self._clock.wall(), deadline
         )
+        return await self.act(plan)
+
+    async def act(self, plan: DrainPlan, live: LiveCluster | None = None) -> DrainPlan:
+        """Act on ``plan`` (see the module); a drain whose pods are no longer where it
+        found them on ``live`` waits for the next cycle's plan."""
         for blocked in plan.blocked:
             if blocked.draining:
                 await self._abandon(blocked.node, blocked.reason)
         for drain in plan.drains:
+            stale = None if live is None or drain.plan is None else outdated(live, drain.plan)
+            if stale is not None:
+                log.info("drain of %s: plan dropped: %s", drain.node, stale)
+                continue
             if drain.plan is None:
                 if drain.draining:
                     await self._tell(
@@ -122,6 +151,10 @@ class Drainer:
                     continue  # not tainted: no pod moves
             await self._executor.consider(drain.plan)
         return plan
+
+    async def _lift(self, nodes: Mapping[str, feasibility.Node]) -> None:
+        for node in draining(nodes):
+            await self._abandon(node, "drain.enabled is false")
 
     async def _abandon(self, node: str, why: str) -> None:
         if await self._write(node, False):
@@ -154,3 +187,19 @@ class Drainer:
         await asyncio.to_thread(
             self._recorder.record, ObjectRef.node(node), EventType.NORMAL, reason, message
         )
+
+
+def _plan(
+    cluster: LiveCluster,
+    cooling: Mapping[str, float],
+    names: Sequence[str],
+    settings: DrainSettings,
+    evictions: EvictionSettings,
+) -> DrainPlan:
+    """The drain plan over ``cluster`` as it is (in the planning child: its frozen copy)."""
+    view = view_of(cluster, cooling)
+    if view is None:
+        return DrainPlan((), ())
+    clock = cluster.clock
+    deadline = Deadline(clock.monotonic, clock.monotonic() + evictions.cycle_budget_s)
+    return plan_drains(view, names, settings, evictions, clock.wall(), deadline)

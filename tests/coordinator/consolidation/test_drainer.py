@@ -21,7 +21,9 @@ from coordinator.config import (
 )
 from coordinator.consolidation.drain import DISRUPTED
 from coordinator.consolidation.drainer import ABANDONED, STARTED, WOULD_DRAIN, Drainer
+from coordinator.consolidation.patrol import Candidate, Patrol
 from coordinator.consolidation.taint import taint_writer
+from coordinator.consolidation.windows import BY_NAME, Summary
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.leader import Fence
 from hack.kubeapi import KubeApi, objects
@@ -51,12 +53,16 @@ class Cluster:
             objects.pod(name, node=node, requests={"cpu": "2", "memory": "1Gi"}, priority=priority),
         )
 
-    def view(self, drain: DrainSettings) -> Any:
+    def live(self, drain: DrainSettings) -> EvictRig:
+        """The coordinator's live cluster, fed the emulator's objects."""
         settings = CoordinatorSettings(policy=PolicySettings(name="most-allocated"), drain=drain)
         seen = EvictRig(settings=settings)
         seen.nodes(*self.kube.store.list(NODES, None)[0])
         seen.pods(*self.kube.store.list(PODS, "default")[0])
-        return seen.view()
+        return seen
+
+    def view(self, drain: DrainSettings) -> Any:
+        return self.live(drain).view()
 
     def taints(self, name: str) -> list[str]:
         node = self.kube.store.get(NODES, "", name)
@@ -184,3 +190,38 @@ async def test_a_drain_already_tainted_keeps_its_taint_and_other_taints_are_kept
     await drainer.run(cluster.view(DrainSettings(enabled=True)), ["a"])
     assert cluster.taints("a") == ["team", DISRUPTED]
     assert writes == [("a", True, {"web"})]
+
+
+async def test_a_cycle_plans_in_a_forked_child_over_the_patrols_candidates(make: Any) -> None:
+    cluster, drainer, writes = make(evict=True)
+    cluster.node("a")
+    cluster.node("b")
+    cluster.node("c")
+    cluster.pod("web", "a")
+    cluster.pod("busy", "b")
+    live = cluster.live(DrainSettings(enabled=True))
+    patrol = Patrol(live.cluster, live.settings.patrol, live.clock)
+    under = Summary(BY_NAME["1h"], 10.0, 10.0, 1.0)
+    patrol.judged = [Candidate("a", under, "under"), Candidate("c", under, "under")]
+    await cluster.rig.executor.start_cycle()
+    plan = await drainer.cycle(live.cluster, patrol)
+    assert plan is not None
+    # a first (equal means, by name); c, empty, counts against no limit.
+    assert [(d.node, [m.destination for m in d.moves]) for d in plan.drains] == [
+        ("a", ["b"]),
+        ("c", []),
+    ]
+    assert writes == [("a", True, {"web", "busy"})]
+    assert cluster.pods() == {"busy"}
+
+
+def test_the_taint_writer_writes_only_a_change(make: Any) -> None:
+    cluster, _, _ = make(evict=True)
+    cluster.node("a")
+    write = taint_writer(cluster.rig.client)
+    assert write("a", True) is True
+    version = cluster.kube.store.get(NODES, "", "a")["metadata"]["resourceVersion"]
+    assert write("a", True) is False
+    assert cluster.kube.store.get(NODES, "", "a")["metadata"]["resourceVersion"] == version
+    assert write("a", False) is True and cluster.taints("a") == []
+    assert write("a", False) is False
