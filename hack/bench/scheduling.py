@@ -1,6 +1,7 @@
 """What Stowage costs the real kube-scheduler: pods/s with and without the extender.
 
     python -m hack.bench.scheduling [--nodes 500[,5000]] [--pods N] [--seed 7]
+                                    [--profile DIR]
 
 For each size, a real control plane (``hack.cluster``) holds that many kwok nodes sampled
 from the openb trace (its GPU models and counts) and the trace's pods for
@@ -25,19 +26,31 @@ calls included, mean per attempt); the coordinator's per-verb time its
 ``stowage_request_duration_seconds``.
 Everything runs on this machine, so both runs share its cores with the control plane:
 compare the two figures of one run, not runs on different machines.
+
+With ``--profile DIR`` py-spy samples the coordinator through the Stowage run (100 Hz,
+the thread holding the GIL only: a thread waiting for a lock, a socket or the next event
+is not work) into ``DIR/coordinator-<nodes>.txt`` (collapsed stacks, for a flame graph),
+and the result gains the share of those samples in each part of its work (:data:`PARTS`)
+and the coordinator's CPU seconds over the run (from its creating the pods to the end of
+the settling), per pod bound.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import http.client
 import json
+import os
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -82,6 +95,14 @@ class Run:
     """Mean time of the scheduling algorithm per attempt (filter and score)."""
     verbs_ms: dict[str, tuple[int, float]]
     """Coordinator: verb → (calls, mean ms); empty for the plain run."""
+    plugins_ms: dict[str, float]
+    """Of ``attempt_ms``, the mean time in each extension point of kube-scheduler's own
+    plugins (:data:`POINTS`); the rest of it (:attr:`rest_ms`) is the extender's calls
+    and the algorithm's own bookkeeping (its snapshot of the cache, picking the host)."""
+
+    @property
+    def rest_ms(self) -> float:
+        return round(self.attempt_ms - sum(self.plugins_ms.values()), 2)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -95,6 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--pods", type=int, default=0, help="pods per run (default: twice the nodes)"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="sample the coordinator with py-spy into DIR"
+    )
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.nodes.split(",")]
     bin_dir = ensure_built()
@@ -104,16 +128,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             tempfile.TemporaryDirectory(prefix="stowage-bench-") as scratch,
             running(Path(scratch), bin_dir) as plane,
         ):
-            results.append(measure(plane, size, args.pods or 2 * size, args.seed))
+            results.append(
+                measure(plane, size, args.pods or 2 * size, args.seed, profile=args.profile)
+            )
     print(json.dumps(results, indent=2))
     return 0
 
 
 def measure(
-    plane: ControlPlane, size: int, count: int, seed: int, labels: Mapping[str, str] = POOL
+    plane: ControlPlane,
+    size: int,
+    count: int,
+    seed: int,
+    labels: Mapping[str, str] = POOL,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     """One size: both runs on ``size`` new nodes (named ``bench-…``, labelled ``labels``,
-    which must hold :data:`POOL`), ``count`` pods each; their figures as a dict."""
+    which must hold :data:`POOL`), ``count`` pods each; their figures as a dict. With
+    ``profile`` (a directory) the coordinator is sampled through the Stowage run."""
     api = config.new_client_from_config(config_file=str(plane.kubeconfig))
     core = client.CoreV1Api(api)
     plane.apply(
@@ -138,27 +170,46 @@ def measure(
     plain_config = {**PLAIN, "clientConnection": CLIENT}
     plain = one_run(plane, api, "bench-plain", plain_config, pods, as_scheduler, None)
     settings = {"kube": {"namespace": ns}, "ingest": {"auth": "none"}}
-    with coordinator.running(plane, as_coordinator, settings) as (_, url):
+    profiled: dict[str, Any] = {}
+    with coordinator.running(plane, as_coordinator, settings) as (program, url):
         reporting = Reporter(url, [s.name for s in specs])
         reporting.start()
         try:
             shipped = scheduling.scheduler_config(extender_url=url, leader_elect=False)
             shipped["clientConnection"] = CLIENT
-            stowage = one_run(plane, api, "bench-stowage", shipped, pods, as_scheduler, url)
+            pid = program.process.pid
+            out = None if profile is None else profile / f"coordinator-{size}.txt"
+            with py_spy(pid, out), cpu_seconds(pid) as cpu:
+                stowage = one_run(plane, api, "bench-stowage", shipped, pods, as_scheduler, url)
+            if out is not None:
+                profiled = {
+                    "samples": str(out),
+                    "cpu_s": round(cpu[0], 2),
+                    "cpu_ms_per_pod": round(1000 * cpu[0] / max(1, stowage.bound), 2),
+                    "parts_pct": parts(out),
+                }
         finally:
             reporting.stop()
     ratio = stowage.pods_per_s / plain.pods_per_s if plain.pods_per_s else 0.0
     say(
         f"  plain {plain.pods_per_s:.0f} pods/s, with Stowage {stowage.pods_per_s:.0f} pods/s"
         f" = {ratio:.2f}x; attempt {plain.attempt_ms:.1f} -> {stowage.attempt_ms:.1f} ms"
-        f" (+{stowage.attempt_ms - plain.attempt_ms:.1f}); coordinator "
+        f" (+{stowage.attempt_ms - plain.attempt_ms:.1f}; outside the plugins"
+        f" {plain.rest_ms:.2f} -> {stowage.rest_ms:.2f}); coordinator "
         + ", ".join(f"{v} {n} x {ms:.2f} ms" for v, (n, ms) in stowage.verbs_ms.items())
     )
+    if profiled:
+        say(
+            f"  coordinator CPU {profiled['cpu_s']} s ({profiled['cpu_ms_per_pod']} ms a pod): "
+            + ", ".join(f"{part} {pct} %" for part, pct in profiled["parts_pct"].items())
+        )
     return {
         "nodes": size, "gpus": gpus, "pods": len(pods),
         "reports_sent": reporting.sent, "reports_refused": reporting.refused,
-        "plain": vars(plain), "stowage": vars(stowage), "ratio": round(ratio, 3),
+        "plain": {**vars(plain), "rest_ms": plain.rest_ms},
+        "stowage": {**vars(stowage), "rest_ms": stowage.rest_ms}, "ratio": round(ratio, 3),
         "attempt_added_ms": round(stowage.attempt_ms - plain.attempt_ms, 2),
+        **({"profile": profiled} if profiled else {}),
     }  # fmt: skip
 
 
@@ -199,6 +250,7 @@ def one_run(
         round(rate, 1),
         round(attempt_ms(metrics), 2),
         verbs,
+        plugins_ms(metrics),
     )
 
 
@@ -225,6 +277,26 @@ def attempt_ms(metrics: str) -> float:
             elif sample.name == "scheduler_scheduling_algorithm_duration_seconds_count":
                 count += sample.value
     return 1000 * total / count if count else 0.0
+
+
+POINTS: Final = ("PreFilter", "Filter", "PreScore", "Score")
+"""The extension points of kube-scheduler's plugins inside its scheduling algorithm."""
+
+
+def plugins_ms(metrics: str) -> dict[str, float]:
+    """Per scheduling attempt, the mean milliseconds in each of :data:`POINTS`
+    (``scheduler_framework_extension_point_duration_seconds``, every status)."""
+    total = dict.fromkeys(POINTS, 0.0)
+    attempts = 0.0
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if sample.name == "scheduler_scheduling_algorithm_duration_seconds_count":
+                attempts += sample.value
+            elif sample.name == "scheduler_framework_extension_point_duration_seconds_sum":
+                point = sample.labels.get("extension_point", "")
+                if point in total:
+                    total[point] += sample.value
+    return {p: round(1000 * t / attempts, 3) if attempts else 0.0 for p, t in total.items()}
 
 
 class Reporter:
@@ -266,6 +338,67 @@ class Reporter:
             self.sent += 1
             self.refused += response.status != 200
         connection.close()
+
+
+PY_SPY: Final = Path(sys.executable).with_name("py-spy")
+PARTS: Final = (
+    ("filter", "filter_nodes"),
+    ("prioritize", "prioritize_nodes"),
+    ("preempt", "preempt ("),
+    ("reports", "handle_report"),
+    ("watches", "watches.py"),
+    ("metrics", "generate_latest"),
+    ("garbage collection", "(garbage collection)"),
+)
+"""The coordinator's work by what a sample's stack holds (the first that matches): each
+verb's handler, ingest, the Node/Pod watches' threads, ``/metrics``; the rest is the HTTP
+server and the event loop around them, and background tasks."""
+
+
+@contextlib.contextmanager
+def py_spy(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy sampling ``pid`` into ``out`` while inside (nothing without ``out``)."""
+    if out is None:
+        yield
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    argv = [str(PY_SPY), "record", "--pid", str(pid), "--rate", "100", "--nonblocking", "--gil",
+            "--format", "raw", "--output", str(out)]  # fmt: skip
+    spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its samples and ends
+        _, err = spy.communicate(timeout=60)
+        if spy.returncode not in (0, -signal.SIGINT):
+            raise RuntimeError(f"py-spy: {err.decode(errors='replace')[-2000:]}")
+
+
+@contextlib.contextmanager
+def cpu_seconds(pid: int) -> Iterator[list[float]]:
+    """The CPU seconds (user and system) process ``pid`` used while inside, in the list
+    yielded (filled on the way out)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def used() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+
+    out = [0.0]
+    start = used()
+    yield out
+    out[0] = used() - start
+
+
+def parts(samples: Path) -> dict[str, float]:
+    """Percent of the samples in each of :data:`PARTS`, and the rest as ``server``."""
+    counts: Counter[str] = Counter()
+    for line in samples.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        part = next((name for name, frame in PARTS if frame in stack), "server")
+        counts[part] += int(n)
+    total = sum(counts.values()) or 1
+    return {name: round(100 * n / total, 1) for name, n in counts.most_common()}
 
 
 def say(line: str) -> None:
