@@ -302,3 +302,11 @@ def test_a_node_whose_live_signals_refuse_the_pod_is_no_destination() -> None:
     result = plan(rig, "n1")
     assert freed(result) == []
     assert "Stowage's filter refuses it everywhere" in why(result, "n1")
+
+
+def test_a_node_the_plan_frees_empty_takes_no_pod_of_a_later_drain() -> None:
+    rig = EvictRig().nodes(*cpu_nodes("n1", "n2", "n3"))
+    rig.pods(pod("x", node="n2", cpu="2"), pod("filler", node="n3", cpu="15"))
+    result = plan(rig, "n1", "n2", settings=DrainSettings(max_draining=5, budgets=()))
+    assert freed(result) == ["n1"]  # x's only room is on n1, which the plan frees
+    assert "ns/x fits on no other node" in why(result, "n2")

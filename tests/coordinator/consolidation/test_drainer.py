@@ -19,7 +19,7 @@ from coordinator.config import (
     EvictionSettings,
     PolicySettings,
 )
-from coordinator.consolidation.drain import DISRUPTED
+from coordinator.consolidation.drain import DISRUPTED, plan_drains
 from coordinator.consolidation.drainer import ABANDONED, STARTED, WOULD_DRAIN, Drainer
 from coordinator.consolidation.patrol import Candidate, Patrol
 from coordinator.consolidation.taint import taint_writer
@@ -225,3 +225,21 @@ def test_the_taint_writer_writes_only_a_change(make: Any) -> None:
     assert cluster.kube.store.get(NODES, "", "a")["metadata"]["resourceVersion"] == version
     assert write("a", False) is True and cluster.taints("a") == []
     assert write("a", False) is False
+
+
+async def test_a_drain_whose_pods_left_while_it_was_planned_waits_for_the_next_plan(
+    make: Any,
+) -> None:
+    cluster, drainer, writes = make(evict=True)
+    cluster.node("a")
+    cluster.node("b")
+    cluster.pod("web", "a")
+    live = cluster.live(DrainSettings(enabled=True))
+    planned = plan_drains(live.view(), ["a"], DrainSettings(), EvictionSettings(), 0.0)
+    assert [d.node for d in planned.drains] == ["a"]
+    web = cluster.kube.store.get(PODS, "default", "web")
+    live.cluster.remove_pod(web)  # the watch saw it go after the fork
+    await cluster.rig.executor.start_cycle()
+    await drainer.act(planned, live.cluster)
+    assert writes == [] and cluster.taints("a") == []
+    assert cluster.pods() == {"web"}
