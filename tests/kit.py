@@ -6,6 +6,9 @@
   (:mod:`hack.waiting`, shared with the tools);
 * :func:`eventually` — the same on the event loop, for what lands from another thread or
   task with no event to wait on (an emulator's store, a reporter's metrics).
+* :func:`build_report` — a realistic agent report (an 8-GPU, 2-NUMA node running ~30
+  pods, every section filled): the load generator's own (:mod:`hack.loadgen.reports`), so
+  what the tests feed the coordinator is what the benchmarks send it.
 
 Both waits are the one time assertion a test makes: it happened before this deadline.
 """
@@ -16,10 +19,11 @@ import asyncio
 from collections.abc import Callable
 from typing import TypeVar
 
+from hack.loadgen.reports import build_report
 from hack.ports import free_port
 from hack.waiting import until
 
-__all__ = ["eventually", "free_port", "until"]
+__all__ = ["build_report", "eventually", "free_port", "until"]
 
 T = TypeVar("T")
 

@@ -1,5 +1,7 @@
-"""The test kit (``tests/kit.py``) holds the waiting helpers and the free-port picker once:
-a module under ``tests/`` defining its own again fails here, naming where."""
+"""The test kit (``tests/kit.py``) holds the waiting helpers, the free-port picker and the
+realistic report builder once: a module under ``tests/`` defining its own again (by name,
+by an inline port pick, or by building most of a report's sections itself) fails here,
+naming where."""
 
 from __future__ import annotations
 
@@ -32,6 +34,92 @@ def twins() -> list[str]:
 
 def test_no_test_module_defines_the_kits_helpers_again() -> None:
     assert twins() == []
+
+
+SECTIONS = frozenset(
+    {
+        "PsiSection",
+        "MemfragSection",
+        "AllocatableSection",
+        "NumaSection",
+        "GpuSection",
+        "UsageSection",
+        "PodsSection",
+    }
+)
+"""A report's sections; a module that builds more than half of them builds a report."""
+MOST_SECTIONS = len(SECTIONS) // 2
+
+
+def _called(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Name):
+            return node.func.id
+        if isinstance(node.func, ast.Attribute):
+            return node.func.attr
+    return None
+
+
+def report_builders(tree: ast.AST, where: str) -> list[str]:
+    """``where`` if it builds more than :data:`MOST_SECTIONS` of a report's sections."""
+    built = {name for node in ast.walk(tree) if (name := _called(node)) in SECTIONS}
+    return [f"{where} builds {', '.join(sorted(built))}"] if len(built) > MOST_SECTIONS else []
+
+
+def port_picks(tree: ast.AST, where: str) -> list[str]:
+    """``with`` blocks that bind a socket to port 0 and close it again to learn a free port
+    (what :func:`tests.kit.free_port` does), as opposed to holding or listening on it."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.With | ast.AsyncWith):
+            continue
+        calls = {_called(sub) for sub in ast.walk(node)}
+        binds_zero = any(
+            isinstance(sub, ast.Call)
+            and _called(sub) == "bind"
+            and sub.args
+            and isinstance(address := sub.args[0], ast.Tuple)
+            and isinstance(address.elts[-1], ast.Constant)
+            and address.elts[-1].value == 0
+            for sub in ast.walk(node)
+        )
+        if binds_zero and "getsockname" in calls and "listen" not in calls:
+            found.append(f"{where}:{node.lineno} picks a free port itself")
+    return found
+
+
+def kit_twins() -> list[str]:
+    found = []
+    for path in sorted(TESTS.rglob("*.py")):
+        if path == Path(kit.__file__).resolve():
+            continue
+        where = str(path.relative_to(TESTS))
+        tree = ast.parse(path.read_text(), where)
+        found += report_builders(tree, where) + port_picks(tree, where)
+    return found
+
+
+def test_no_test_module_builds_a_report_or_picks_a_port_itself() -> None:
+    assert kit_twins() == []
+
+
+def test_the_checks_find_a_builder_and_a_port_pick() -> None:
+    builder = ast.parse("r = NodeReport(psi=PsiSection(), gpus=GpuSection(), numa=NumaSection(),"
+                        " pods=PodsSection(), usage=UsageSection())")  # fmt: skip
+    assert report_builders(builder, "b.py") == [
+        "b.py builds GpuSection, NumaSection, PodsSection, PsiSection, UsageSection"
+    ]
+    pick = ast.parse(
+        "with socket.socket() as s:\n    s.bind(('127.0.0.1', 0))\n    port = s.getsockname()[1]\n"
+    )
+    assert port_picks(pick, "p.py") == ["p.py:1 picks a free port itself"]
+    held = ast.parse(
+        "with socket.socket() as s:\n"
+        "    s.bind(('127.0.0.1', 0))\n"
+        "    s.listen()\n"
+        "    port = s.getsockname()[1]\n"
+    )
+    assert port_picks(held, "h.py") == []
 
 
 async def test_eventually_returns_what_the_check_found_and_names_what_never_came() -> None:

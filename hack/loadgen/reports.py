@@ -269,7 +269,7 @@ def _numa(now: float) -> NumaSection:
     )
 
 
-def _gpus(now: float, variant: int) -> GpuSection:
+def _gpus(now: float, variant: int, count: int) -> GpuSection:
     devices = [
         GpuDevice(
             index=i,
@@ -294,16 +294,17 @@ def _gpus(now: float, variant: int) -> GpuSection:
             health="ok",
             health_reasons=[],
         )
-        for i in range(8)
+        for i in range(count)
     ]
     return GpuSection(
         measured_at=now,
         driver_version="550.54.15",
         devices=devices,
         topology=[
-            [0 if i == j else (40 if i // 4 == j // 4 else 50) for j in range(8)] for i in range(8)
+            [0 if i == j else (40 if i // 4 == j // 4 else 50) for j in range(count)]
+            for i in range(count)
         ],
-        nvlinks=[[0 if i == j else 18 for j in range(8)] for i in range(8)],
+        nvlinks=[[0 if i == j else 18 for j in range(count)] for i in range(count)],
     )
 
 
@@ -375,13 +376,20 @@ def _pod_usage(pods: PodsSection, load: float) -> dict[str, PodUsage]:
 
 
 def build_report(
-    node: str, *, seq: int = 0, now: float = 1_767_225_600.0, variant: int = 0
+    node: str,
+    *,
+    seq: int = 0,
+    now: float = 1_767_225_600.0,
+    variant: int = 0,
+    gpus: int = 8,
+    pods: int | None = None,
 ) -> NodeReport:
     """A full report of an 8-GPU, 2-NUMA node running ~30 pods with their measured use;
     ``variant`` changes the measurements and the pod count (28–35) without changing the
-    shape."""
+    shape. ``gpus`` and ``pods`` make a smaller node of the same kind (every fourth pod a
+    GPU pod), where a test wants each device and pod in view."""
     load = 20.0 + 7.5 * variant
-    pods = _pods(now, 28 + variant % 8)
+    running = _pods(now, 28 + variant % 8 if pods is None else pods)
     return NodeReport(
         schema_version=SCHEMA_VERSION,
         node=node,
@@ -392,10 +400,10 @@ def build_report(
         memfrag=_memfrag(now, variant),
         allocatable=_allocatable(now),
         numa=_numa(now),
-        gpus=_gpus(now, variant),
+        gpus=_gpus(now, variant, gpus),
         usage=_usage(now, load),
-        pods=pods,
-        pod_usage=_pod_usage(pods, load),
+        pods=running,
+        pod_usage=_pod_usage(running, load),
     )
 
 

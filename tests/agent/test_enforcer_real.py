@@ -7,13 +7,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from agent.enforcer import BePod, Enforcer
 from tests.hosts import FakeClock
+from tests.kit import until
 from tests.realcgroup import CGROUP_ROOT, RealCgroupTree
 
 UID_BE = "0b5c1a7e-1111-4c2d-9e0f-000000000001"
@@ -107,14 +107,16 @@ def test_a_busy_be_process_falls_to_the_quota(
     proc = tree.busy(pod)
     hz = os.sysconf("SC_CLK_TCK")
     start, t0 = _cpu_ticks(proc.pid), time.monotonic()
-    _wait(lambda: _cpu_ticks(proc.pid) - start >= hz // 2, "the busy process to run 0.5 s")
+    until(lambda: _cpu_ticks(proc.pid) - start >= hz // 2, "the busy process to run 0.5 s", 60)
     unthrottled = (_cpu_ticks(proc.pid) - start) / hz / (time.monotonic() - t0)
     enforcer = Enforcer(tree.layout, tmp_path / "journal.json", clock)
     quota_m = 300
     assert enforcer.apply(quota_m, [BePod(UID_BE, "BestEffort", 0)]).error is None
     parent = tree.layout.pods_dir("besteffort", "cpu")
     stat0, ticks0 = _cpu_stat(tree, parent), _cpu_ticks(proc.pid)
-    _wait(lambda: _cpu_stat(tree, parent)["nr_periods"] - stat0["nr_periods"] >= 30, "30 periods")
+    until(
+        lambda: _cpu_stat(tree, parent)["nr_periods"] - stat0["nr_periods"] >= 30, "30 periods", 60
+    )
     stat1, ticks1 = _cpu_stat(tree, parent), _cpu_ticks(proc.pid)
     periods = stat1["nr_periods"] - stat0["nr_periods"]
     period_s = int(_kernel(tree, parent, "cpu.cfs_period_us")) / 1e6
@@ -173,12 +175,3 @@ def test_recover_after_sigkill_restores_every_original(
     assert fresh.recover().error is None
     assert {f: _kernel(tree, f.parent, f.name) for f in files} == before
     assert not journal.exists()
-
-
-def _wait(done: Callable[[], bool], what: str, limit_s: float = 60.0) -> None:
-    """Poll until ``done`` (a kernel counter moved far enough); fail naming ``what``."""
-    deadline = time.monotonic() + limit_s
-    while not done():
-        if time.monotonic() > deadline:
-            pytest.fail(f"waited {limit_s} s for {what}")
-        time.sleep(0.05)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import aiohttp
 
 from hack.report_sink import ReportSink
 from tests.hosts import FIXTURES
+from tests.kit import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,9 +23,7 @@ async def test_agent_loop_reports_until_sigterm(aiohttp_server, tmp_path):
     token = tmp_path / "token"
     token.write_text("node-secret\n")
     root = FIXTURES / "k8s-v2-node"
-    with socket.socket() as probe:  # a free port for the agent's /metrics
-        probe.bind(("127.0.0.1", 0))
-        metrics_port = probe.getsockname()[1]
+    metrics_port = free_port()  # for the agent's /metrics
     args = [
         "--coordinator", str(server.make_url("")), "--token-file", str(token),
         "--node-name", "node-a", "--interval", "0.1", "--jitter", "0.2",

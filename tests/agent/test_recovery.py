@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import select
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from agent.hostpaths import HostPaths
 from agent.settings import AgentSettings, EnforcerSettings
 from tests.clirun import REPO, stowage
 from tests.hosts import FakeClock
+from tests.kit import free_port
 from tests.realcgroup import RealCgroupTree
 
 BE_UID = "bebebebe-0000-4000-8000-000000000001"
@@ -44,12 +44,6 @@ def _settings(tree: RealCgroupTree, journal: Path, *, enforce: bool) -> AgentSet
         node_name="node-a",
         enforcer=EnforcerSettings(enabled=enforce, journal=str(journal)),
     )
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _agent_args(tree: RealCgroupTree, journal: Path) -> list[str]:
@@ -93,7 +87,7 @@ def test_a_loop_agent_started_without_enforce_restores_and_clears_the_journal(
     tree = real_cgroup_tree
     journal = tree.root.parent / "state" / "enforcer.json"
     quota, original = _cut_and_killed(tree, journal)
-    coordinator = f"http://127.0.0.1:{_closed_port()}"
+    coordinator = f"http://127.0.0.1:{free_port()}"
     agent = subprocess.Popen(
         [sys.executable, "-m", "cli.main", *_agent_args(tree, journal)]
         + ["--coordinator", coordinator, "--interval", "60"],

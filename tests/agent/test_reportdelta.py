@@ -17,14 +17,24 @@ from agent.settings import ReporterSettings
 from common import codec
 from common.errors import ConfigError
 from common.schema import Absent, MemfragSection, NodeReport, PodsSection
-from tests.agent.test_reporter import make_report
-from tests.common.test_codec import make_memfrag, make_pods
+from tests.agent.test_reporter import NODE, make_report
+from tests.kit import build_report
 
 WHOLE = "whole"
 
 
+FULL = build_report(NODE)
+"""What the reports here carry besides the pods: the kit's memory contiguity detail."""
+
+
+def make_pods() -> PodsSection:
+    """The kit's report's pods (~30)."""
+    assert isinstance(FULL.pods, PodsSection)
+    return FULL.pods
+
+
 def report(seq: int, pods: PodsSection | Absent) -> NodeReport:
-    return structs.replace(make_report(seq), pods=pods, memfrag=make_memfrag())
+    return structs.replace(make_report(seq), pods=pods, memfrag=FULL.memfrag)
 
 
 def moved(pods: PodsSection) -> PodsSection:

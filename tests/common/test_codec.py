@@ -22,362 +22,101 @@ from common.errors import SchemaError
 from common.schema import (
     MAX_ITEMS,
     Absent,
-    AllocatableSection,
-    CgroupLimits,
-    Compaction,
-    CpuAllocatable,
     CpuUsage,
     Directives,
     Enforcement,
     GpuDevice,
     GpuSection,
-    HugepagePool,
-    KubeletSettings,
-    KubepodsCgroup,
     LocalBounds,
-    MemfragSection,
-    MemoryAllocatable,
     MemoryUsage,
     MigDevice,
-    NodeContiguity,
     NodeReport,
-    NumaNode,
-    NumaSection,
-    PodInfo,
     PodsSection,
     PodUsage,
     PsiGroup,
-    PsiLine,
     PsiResource,
     PsiSection,
-    Resources,
     UsageSection,
-    ZoneFrag,
     is_absent,
 )
+from tests.kit import build_report
 
 NOW = 1_767_225_600.25  # 2026-01-01T00:00:00.25Z
 GIB = 2**30
 MIB = 2**20
 
-# ---------------------------------------------------------------- a realistic report
-
-
-def psi_line(avg10: float, total_us: int, rate: float | None = None) -> PsiLine:
-    return PsiLine(
-        avg10_pct=avg10, avg60_pct=avg10 / 2, avg300_pct=avg10 / 4, total_us=total_us, rate_pct=rate
-    )
-
-
-def make_psi() -> PsiSection:
-    system = PsiGroup(
-        path="/proc/pressure",
-        cpu=PsiResource(some=psi_line(3.5, 1_234_567, 2.75), full=None),
-        memory=PsiResource(some=psi_line(0.25, 98_765), full=psi_line(0.0, 4_321)),
-        io=PsiResource(some=psi_line(12.0, 55_555_555, None), full=psi_line(9.5, 44_444_444)),
-        irq=Absent("psi-irq-unsupported"),
-    )
-    burstable = PsiGroup(
-        path="/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice",
-        cpu=PsiResource(some=psi_line(1.0, 1000), full=psi_line(0.5, 500)),
-        memory=Absent("memory.pressure-unreadable"),
-        io=PsiResource(some=None, full=None),
-        irq=Absent("psi-irq-unsupported"),
-    )
-    return PsiSection(
-        measured_at=NOW,
-        interval_s=10.0,
-        system=system,
-        cgroups={"burstable": burstable, "besteffort": Absent("cgroup-missing")},
-    )
-
-
-def make_memfrag() -> MemfragSection:
-    normal = ZoneFrag(
-        node=0,
-        zone="Normal",
-        free_b=3 * GIB,
-        free_b_by_order=[4096 * n for n in (120, 80, 40, 20, 10, 5, 3, 2, 1, 1, 700)],
-        free_b_ge_2mib=2 * GIB + 700 * 4 * MIB,
-        free_b_ge_1gib=0,
-        largest_block_b=4 * MIB,
-        unusable_frac_by_order=[0.0, 0.01, 0.02, 0.04, 0.08, 0.1, 0.2, 0.25, 0.3, 0.5, 1.0],
-        low_watermark_b=64 * MIB,
-    )
-    dma32 = structs.replace(normal, zone="DMA32", free_b=GIB, low_watermark_b=None)
-    return MemfragSection(
-        measured_at=NOW,
-        page_size_b=4096,
-        order_2mib=9,
-        order_1gib=18,
-        zones=[dma32, normal],
-        nodes=[
-            NodeContiguity(
-                node=0,
-                free_b=4 * GIB,
-                free_b_ge_2mib=3 * GIB,
-                free_b_ge_1gib=0,
-                largest_block_b=4 * MIB,
-                unusable_2mib_frac=0.25,
-            )
-        ],
-        hugepages=[
-            HugepagePool(size_b=2 * MIB, node=None, total=512, free=256, surplus=0, reserved=16),
-            HugepagePool(size_b=GIB, node=0, total=4, free=4, surplus=0),
-        ],
-        thp_enabled="madvise",
-        thp_defrag=None,
-        compaction=Compaction(
-            counters={"compact_stall": 17, "compact_fail": 3, "thp_fault_alloc": 1_000_000},
-            rates_per_s={"compact_stall": 0.1, "compact_fail": 0.0},
-        ),
-    )
-
-
-def make_allocatable() -> AllocatableSection:
-    kubepods = CgroupLimits(
-        path="/sys/fs/cgroup/kubepods.slice",
-        memory_limit_b=60 * GIB,
-        memory_current_b=20 * GIB,
-        memory_working_set_b=18 * GIB,
-        cpu_quota_m=None,
-        cpu_weight=2000,
-    )
-    return AllocatableSection(
-        measured_at=NOW,
-        cpu=CpuAllocatable(
-            capacity_m=32_000,
-            cpus="0-31",
-            kube_reserved_m=500,
-            system_reserved_m=500,
-            reserved_cpus_m=0,
-            kubelet_allocatable_m=31_000,
-            true_allocatable_m=30_750,
-            limited_by="non-pod-usage",
-        ),
-        memory=MemoryAllocatable(
-            capacity_b=64 * GIB,
-            hugepages_b=5 * GIB,
-            kube_reserved_b=GIB,
-            system_reserved_b=GIB,
-            eviction_hard_b=100 * MIB,
-            kubelet_allocatable_b=57 * GIB,
-            kubepods_limit_b=60 * GIB,
-            node_working_set_b=24 * GIB,
-            pods_working_set_b=18 * GIB,
-            non_pod_b=6 * GIB,
-            true_allocatable_b=52 * GIB,
-            limited_by="kubelet",
-        ),
-        kubelet=KubeletSettings(
-            path="/var/lib/kubelet/config.yaml",
-            cgroup_driver="systemd",
-            cgroups_per_qos=True,
-            enforce_node_allocatable=["pods"],
-            cpu_manager_policy="static",
-            memory_manager_policy=None,
-            topology_manager_policy="single-numa-node",
-            topology_manager_scope="container",
-            reserved_system_cpus="0,16",
-        ),
-        cgroup=KubepodsCgroup(
-            version=2,
-            driver="systemd",
-            kubepods=kubepods,
-            qos={
-                "burstable": structs.replace(
-                    kubepods,
-                    path="/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice",
-                    memory_limit_b=None,
-                    cpu_weight=None,
-                ),
-                "besteffort": Absent("cgroup-missing"),
-            },
-        ),
-    )
-
-
-def make_numa() -> NumaSection:
-    return NumaSection(
-        measured_at=NOW,
-        nodes=[
-            NumaNode(
-                node=0,
-                cpus="0-15",
-                cpu_count=16,
-                mem_total_b=32 * GIB,
-                mem_free_b=10 * GIB,
-                mem_available_b=20 * GIB,
-                distances=[10, 21],
-            ),
-            NumaNode(
-                node=1,
-                cpus="16-31",
-                cpu_count=16,
-                mem_total_b=32 * GIB,
-                mem_free_b=12 * GIB,
-                mem_available_b=22 * GIB,
-                distances=[21, 10],
-            ),
-        ],
-    )
-
-
-def gpu(index: int, **changes: Any) -> GpuDevice:
-    base = GpuDevice(
-        index=index,
-        uuid=f"GPU-0000000{index}-aaaa-bbbb-cccc-dddddddddddd",
-        name="NVIDIA H100 80GB HBM3",
-        pci_bus_id=f"00000000:{0x18 + index:02X}:00.0",
-        numa_node=index // 2,
-        mem_total_b=80 * GIB,
-        mem_used_b=GIB // 2,
-        util_gpu_pct=37.5,
-        util_mem_pct=12.0,
-        mig_enabled=False,
-        mig_devices=[],
-        ecc_enabled=True,
-        ecc_uncorrected_volatile=0,
-        retired_pages_pending=False,
-        remapped_rows_pending=False,
-        remapping_failed=False,
-        nvlinks_active=18,
-        xid_critical=0,
-        last_xid=None,
-        health="ok",
-        health_reasons=[],
-    )
-    return structs.replace(base, **changes)
-
-
-def make_gpus() -> GpuSection:
-    return GpuSection(
-        measured_at=NOW,
-        driver_version="550.54.15",
-        devices=[
-            gpu(0),
-            gpu(
-                1,
-                mig_enabled=True,
-                util_gpu_pct=None,
-                util_mem_pct=None,
-                mig_devices=[
-                    MigDevice(
-                        uuid="MIG-11111111-2222-3333-4444-555555555555",
-                        gpu_instance_id=1,
-                        compute_instance_id=0,
-                        mem_total_b=10 * GIB,
-                    ),
-                    MigDevice(
-                        uuid="MIG-66666666-7777-8888-9999-000000000000",
-                        gpu_instance_id=None,
-                        compute_instance_id=None,
-                        mem_total_b=None,
-                    ),
-                ],
-            ),
-            gpu(
-                2,
-                health="degraded",
-                health_reasons=["remapped-rows-pending"],
-                remapped_rows_pending=True,
-                last_xid=94,
-                ecc_enabled=None,
-                ecc_uncorrected_volatile=None,
-                nvlinks_active=None,
-                numa_node=None,
-            ),
-        ],
-        topology=[[0, 20, 50], [20, 0, None], [50, None, 0]],
-        nvlinks=[[0, 18, 0], [18, 0, 0], [0, 0, 0]],
-    )
-
-
-def make_usage() -> UsageSection:
-    return UsageSection(
-        measured_at=NOW,
-        cpu=CpuUsage(
-            window_s=10.0, used_m=12_345, used_pct=38.578125, iowait_pct=0.5, steal_pct=0.0
-        ),
-        memory=MemoryUsage(
-            total_b=64 * GIB,
-            used_b=30 * GIB,
-            working_set_b=24 * GIB,
-            page_cache_b=8 * GIB,
-            inactive_file_b=6 * GIB,
-            available_b=34 * GIB,
-            shmem_b=GIB // 4,
-            unevictable_b=0,
-            swap_used_b=0,
-        ),
-    )
-
-
-def make_pods() -> PodsSection:
-    requests = Resources(
-        cpu_m=4000, mem_b=16 * GIB, gpu=1, hugepages_b=0, extended={"example.com/foo": 2}
-    )
-    limits = Resources(cpu_m=8000, mem_b=16 * GIB, gpu=1, hugepages_b=0)
-    return PodsSection(
-        measured_at=NOW,
-        source="apiserver",
-        pods=[
-            PodInfo(
-                namespace="ml",
-                name="train-0",
-                uid="6d3c2f1e-0000-4000-8000-000000000001",
-                phase="Running",
-                qos_class="Burstable",
-                priority=1000,
-                priority_class="batch-high",
-                requests=requests,
-                limits=limits,
-                labels={"app": "train", "app.kubernetes.io/part-of": "llm", "team": "ünïcødé ✓"},
-            ),
-            PodInfo(
-                namespace="kube-system",
-                name="node-exporter-x7k2p",
-                uid="6d3c2f1e-0000-4000-8000-000000000002",
-                phase="Running",
-                qos_class="BestEffort",
-                priority=-(2**31),
-                priority_class=None,
-                requests=Resources(cpu_m=0, mem_b=0, gpu=0, hugepages_b=0),
-                limits=Resources(cpu_m=0, mem_b=0, gpu=0, hugepages_b=0),
-                labels={},
-            ),
-        ],
-    )
+# ------------------------------------ the kit's report, with the schema's corners on top
 
 
 def make_report() -> NodeReport:
-    """Every section present, with Absent nested inside several of them."""
-    return NodeReport(
-        schema_version=1,
-        node="gpu-node-17.example.internal",
-        agent_version="0.1.0",
-        seq=42,
-        measured_at=NOW,
-        psi=make_psi(),
-        memfrag=make_memfrag(),
-        allocatable=make_allocatable(),
-        numa=make_numa(),
-        gpus=make_gpus(),
-        usage=make_usage(),
-        pods=make_pods(),
+    """The kit's realistic report, small (3 GPUs, 2 pods) so that each device and pod can
+    be named, with the schema's corners on top: Absent inside a group and as an item of a
+    map, a MIG GPU, a degraded GPU whose optional figures are unknown, a GPU pair with no
+    known distance, a label beyond ASCII, an extended resource, a pod without labels, what
+    the agent enforced, and one of the two pods measured (the other has no cgroup: no
+    entry)."""
+    base = build_report("gpu-node-17.example.internal", seq=42, now=NOW, gpus=3, pods=2)
+    psi, gpus, pods = base.psi, base.gpus, base.pods
+    assert isinstance(psi, PsiSection) and isinstance(psi.cgroups, dict)
+    assert isinstance(gpus, GpuSection) and isinstance(pods, PodsSection)
+    psi = structs.replace(
+        psi,
+        system=structs.replace(psi.system, irq=Absent("psi-irq-unsupported")),
+        cgroups={**psi.cgroups, "besteffort": Absent("cgroup-missing")},
+    )
+    mig = structs.replace(
+        gpus.devices[1],
+        mig_enabled=True,
+        util_gpu_pct=None,
+        util_mem_pct=None,
+        mig_devices=[
+            MigDevice(
+                uuid="MIG-11111111-2222-3333-4444-555555555555",
+                gpu_instance_id=1,
+                compute_instance_id=0,
+                mem_total_b=10 * GIB,
+            ),
+            MigDevice(
+                uuid="MIG-66666666-7777-8888-9999-000000000000",
+                gpu_instance_id=None,
+                compute_instance_id=None,
+                mem_total_b=None,
+            ),
+        ],
+    )
+    degraded = structs.replace(
+        gpus.devices[2],
+        health="degraded",
+        health_reasons=["remapped-rows-pending"],
+        remapped_rows_pending=True,
+        last_xid=94,
+        ecc_enabled=None,
+        ecc_uncorrected_volatile=None,
+        nvlinks_active=None,
+        numa_node=None,
+    )
+    topology = [list(row) for row in gpus.topology]
+    topology[1][2] = topology[2][1] = None
+    first = pods.pods[0]
+    first = structs.replace(
+        first,
+        labels={**first.labels, "team": "ünïcødé ✓"},
+        requests=structs.replace(first.requests, extended={"example.com/foo": 2}),
+    )
+    return structs.replace(
+        base,
+        psi=psi,
+        gpus=structs.replace(gpus, devices=[gpus.devices[0], mig, degraded], topology=topology),
+        pods=structs.replace(pods, pods=[first, structs.replace(pods.pods[1], labels={})]),
         enforcement=Enforcement(
             be_cpu_quota_m=2_000, source="coordinator", applied_at=NOW - 5.0, local_actions=3
         ),
-        pod_usage=make_pod_usage(),
+        pod_usage={POD_1: PodUsage(cpu_m=3_250, cpu_some_avg10_pct=31.5, cpu_some_rate_pct=28.25)},
     )
 
 
-POD_1: Final = "6d3c2f1e-0000-4000-8000-000000000001"
-
-
-def make_pod_usage() -> dict[str, PodUsage]:
-    """The first pod of make_pods() measured; the second has no cgroup (no entry)."""
-    return {POD_1: PodUsage(cpu_m=3_250, cpu_some_avg10_pct=31.5, cpu_some_rate_pct=28.25)}
+POD_1: Final = build_report("x", pods=1).pods.pods[0].uid  # type: ignore[union-attr]
+"""The UID of :func:`make_report`'s first pod, the one measured."""
 
 
 def make_sparse_report() -> NodeReport:
@@ -393,9 +132,15 @@ def make_sparse_report() -> NodeReport:
         allocatable=Absent("kubelet-config-missing"),
         numa=Absent("no-numa"),
         gpus=Absent("nvml-unavailable"),
-        usage=UsageSection(measured_at=0.0, cpu=Absent("first-sample"), memory=make_usage().memory),
+        usage=UsageSection(measured_at=0.0, cpu=Absent("first-sample"), memory=_memory()),
         pods=Absent("apiserver-unreachable"),
     )
+
+
+def _memory() -> MemoryUsage:
+    usage = make_report().usage
+    assert isinstance(usage, UsageSection) and isinstance(usage.memory, MemoryUsage)
+    return usage.memory
 
 
 def plain_report() -> dict[str, Any]:
@@ -1184,7 +929,9 @@ def test_validate_rejects_bad_objects_built_in_process() -> None:
     report = structs.replace(make_report(), psi=Absent(""))
     with pytest.raises(SchemaError, match="^psi: expected `str` of length >= 1$"):
         codec.validate(report)
-    usage = structs.replace(make_usage(), cpu=structs.replace(make_usage().cpu, used_pct=math.nan))
+    full = make_report().usage
+    assert isinstance(full, UsageSection) and isinstance(full.cpu, CpuUsage)
+    usage = structs.replace(full, cpu=structs.replace(full.cpu, used_pct=math.nan))
     with pytest.raises(SchemaError, match="^usage.cpu.used_pct: expected `float` >= 0.0$"):
         codec.validate(structs.replace(make_report(), usage=usage))
 

@@ -45,8 +45,8 @@ from coordinator.config import (
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.services import Services
-from hack.loadgen.reports import build_report
 from tests.coordinator.extender.kubejson import pod
+from tests.kit import build_report
 
 TOKEN = "token-of-gpu-node"
 NODE = "gpu-node"

@@ -35,9 +35,9 @@ import pytest
 
 from common import codec
 from coordinator import ingest
-from hack.loadgen.reports import build_report
 from tests.coordinator.extender.kubejson import pod
 from tests.coordinator.integration.test_integration_standalone import free_port
+from tests.kit import build_report
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = "soak-node"

@@ -46,8 +46,7 @@ from hack.cluster import coordinator, scheduling
 from hack.cluster.controlplane import Program
 from hack.cluster.slowlink import SlowLink
 from hack.loadgen.largest import largest_report
-from hack.loadgen.reports import build_report
-from tests.kit import until
+from tests.kit import build_report, until
 from tests.realcluster import kit
 
 OWNER = "test-faults"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from agent.kernelfiles import CollectorError
 from agent.settings import AgentSettings, PodsSettings
 from common import codec, podspec
 from common.schema import PodsSection, Resources
+from tests.kit import free_port
 
 NODE = "node-a"
 TOKEN = "good-token-0123456789"
@@ -671,10 +671,7 @@ def test_apiserver_forbidden_is_a_collector_error(kube, kubeconfig, make_collect
 
 
 def test_closed_port_is_no_data(tmp_path, make_collector):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    config = write_kubeconfig(tmp_path / "kc", f"http://127.0.0.1:{port}", TOKEN)
+    config = write_kubeconfig(tmp_path / "kc", f"http://127.0.0.1:{free_port()}", TOKEN)
 
     with pytest.raises(NoData) as err:
         make_collector(source="apiserver", kubeconfig=config).collect()

@@ -7,8 +7,8 @@ from msgspec import structs
 
 from common.schema import NodeReport, PodInfo, PodsSection, PodUsage
 from coordinator.colocation.inputs import Source, node_input
-from hack.loadgen.reports import build_report
 from tests.common.podinfo import QOS_KEY, pod_info
+from tests.kit import build_report
 
 
 def with_pods(*pods: PodInfo, usage: dict[str, PodUsage] | None = None) -> NodeReport:

@@ -23,8 +23,8 @@ from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.services import Services
 from hack.bench.ingest import gpu_node
-from hack.loadgen.reports import build_report
 from tests.hosts import FakeClock
+from tests.kit import build_report
 
 A, B = "gpu-node-00000", "gpu-node-00001"  # 222 allocatable CPUs and 8 GPUs each
 GPU_UTIL = [100.0, 100.0, 50.0, 50.0, 0.0, 0.0, 0.0, 0.0]  # 3.0 GPUs busy

@@ -11,8 +11,8 @@ from coordinator.consolidation.patrol import SAMPLE_S, Patrol, utilisation_pct
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from hack.bench.ingest import gpu_node
-from hack.loadgen.reports import build_report
 from tests.hosts import FakeClock
+from tests.kit import build_report
 
 IDLE, BUSY = "gpu-node-00000", "gpu-node-00001"
 

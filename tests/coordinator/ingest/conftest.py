@@ -20,8 +20,8 @@ from coordinator.config import CoordinatorSettings, IngestSettings, PolicySettin
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.services import SERVICES, Authenticator, Services
-from hack.loadgen.reports import build_report
 from tests.hosts import FakeClock
+from tests.kit import build_report
 
 NODES = ("node-a", "node-b", "gpu-1")
 TOKENS = {"token-of-node-a": "node-a", "token-of-node-b": "node-b", "token-of-ghost": "ghost"}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +27,7 @@ from coordinator.auth import (
 )
 from tests.coordinator.ingest.conftest import MakeRig, report_for, settings_with
 from tests.hosts import FakeClock
+from tests.kit import free_port
 
 AUDIENCE = "stowage-coordinator"
 AGENT_SA = "system:serviceaccount:stowage-system:stowage-agent"
@@ -152,10 +152,7 @@ async def make_auth(
 
 def dead_url() -> str:
     """A URL nothing listens on."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 # ------------------------------------------------------------------ TokenReview

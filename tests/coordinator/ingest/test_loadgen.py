@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import socket
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from coordinator.auth import StaticTokens
 from hack.loadgen import reports as loadgen
 from tests.coordinator.ingest.conftest import MakeRig, settings_with
 from tests.hosts import FakeClock
+from tests.kit import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 NODES = 10
@@ -137,10 +137,7 @@ async def test_refusals_are_counted_by_status(make_rig: MakeRig) -> None:
 
 
 async def test_transport_errors_are_counted_by_kind() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    plan = loadgen.Plan(url=f"http://127.0.0.1:{port}", nodes=2, requests=3, concurrency=1)
+    plan = loadgen.Plan(url=f"http://127.0.0.1:{free_port()}", nodes=2, requests=3, concurrency=1)
 
     result = await loadgen.run_client(plan)
 

@@ -15,12 +15,12 @@ from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.nodeview import NodeView
 from hack.kubeapi.resources import NODES
-from hack.loadgen.reports import build_report
 from tests.coordinator.ingest.conftest import node_json
 from tests.coordinator.integration import integration_rig as rig
 from tests.coordinator.integration.conftest import Start
 from tests.coordinator.nodeview.nodeview_rig import two_nodes
 from tests.hosts import FakeClock
+from tests.kit import build_report
 
 PER_NODE = (
     "stowage_node_fullness",

@@ -25,9 +25,9 @@ from coordinator.scoring import gpuhealth
 from coordinator.state.podrequest import PodRequest
 from coordinator.state.signals import GpuFault
 from hack.bench.ingest import gpu_node
-from hack.loadgen.reports import build_report
 from tests.agent.collectors import fake_nvml as fake
 from tests.hosts import FakeClock
+from tests.kit import build_report
 
 GIB = 2**30
 SICK, WELL = "gpu-node-00000", "gpu-node-00001"

@@ -15,8 +15,8 @@ from coordinator.metrics import CoordinatorMetrics
 from coordinator.state.kubeobjects import pod_request
 from coordinator.state.podrequest import PodRequest
 from hack.bench.ingest import gpu_node
-from hack.loadgen.reports import build_report
 from tests.hosts import FakeClock
+from tests.kit import build_report
 
 GIB = 2**30
 BUSY, CALM = "gpu-node-00000", "gpu-node-00001"

@@ -14,8 +14,8 @@ from coordinator.state import reports
 from coordinator.state.podrequest import PodRequest
 from coordinator.state.reports import signals_of
 from hack.bench.ingest import gpu_node
-from hack.loadgen.reports import build_report
 from tests.hosts import FakeClock
+from tests.kit import build_report
 
 NODES = ["gpu-a", "gpu-b"]
 

@@ -13,9 +13,9 @@ from coordinator.config import CoordinatorSettings, KubeSettings
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.state.podrequest import PodRequest
-from hack.loadgen.reports import build_report
 from tests.coordinator.extender.kubejson import node, pod
 from tests.hosts import FakeClock
+from tests.kit import build_report
 
 TTL_S = 30.0
 CPU_M = 1000

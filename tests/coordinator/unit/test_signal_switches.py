@@ -11,7 +11,7 @@ from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.state.podrequest import PodRequest
 from hack.bench.ingest import gpu_node
-from hack.loadgen.reports import build_report
+from tests.kit import build_report
 
 GIB = 2**30
 NODE = "gpu-node-00000"
