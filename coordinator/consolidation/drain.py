@@ -26,7 +26,7 @@ already (tainted :data:`DISRUPTED`) are planned first; a new one only while fewe
 ``drain.max_draining`` drain and its node group's budget
 (:mod:`coordinator.consolidation.budgets`) has room. Candidates are judged in the
 order given (the patrol's emptiest first), each once: the work is bounded by pods × nodes,
-and by ``deadline`` besides.
+and by ``deadline`` besides, checked before each pod is placed.
 
 Pure: reads a :class:`~coordinator.eviction.view.ClusterView` and changes nothing.
 """
@@ -125,7 +125,7 @@ def plan_drains(
         if not cut and deadline.passed():
             cut = True
         if cut:
-            blocked.append(Blocked(node, tainted, "not reached before the planning deadline"))
+            blocked.append(Blocked(node, tainted, _LATE))
             continue
         pods = sorted(
             (u for u in view.on_node.get(node, ()) if not view.pods[u].daemon),
@@ -144,9 +144,10 @@ def plan_drains(
         if why is not None:
             blocked.append(Blocked(node, tainted, why))
             continue
-        placed = placer.drain(node, pods)
+        placed = placer.drain(node, pods, deadline)
         if isinstance(placed, str):
             blocked.append(Blocked(node, tainted, placed))
+            cut = placed == _LATE
             continue
         evicted.extend(pods)
         moves = tuple(Move(u, view.pods[u].key, dest) for u, dest in placed)
@@ -167,6 +168,8 @@ def plan_drains(
         drains.append(Drain(node, group, tainted, moves, plan))
     return DrainPlan(tuple(drains), tuple(blocked), cut)
 
+
+_LATE: Final = "not planned before the planning deadline"
 
 # ------------------------------------------------------------------ the rules
 
@@ -269,15 +272,20 @@ class _Placer:
         """Nodes no pod may move to: those draining already and those the plan drains."""
         self.received: set[str] = set()
 
-    def drain(self, node: str, pods: Sequence[str]) -> list[tuple[str, str]] | str:
+    def drain(
+        self, node: str, pods: Sequence[str], deadline: Deadline
+    ) -> list[tuple[str, str]] | str:
         """Each of ``pods`` (on ``node``) with its destination, taking its room; or why
-        one fits nowhere, with nothing taken."""
+        one fits nowhere (:data:`_LATE`: the deadline passed first), with nothing taken."""
         was_closed = node in self.closed
         self.closed.add(node)
         originals = {u: self.pods.pop(u) for u in pods if u in self.pods}
         taken: list[tuple[str, str, Placement]] = []
         failure = None
         for uid in pods:
+            if deadline.passed():
+                failure = _LATE
+                break
             found = self._place(uid)
             if isinstance(found, str):
                 failure = f"{self.view.pods[uid].key} fits on no other node: {found}"

@@ -7,6 +7,7 @@ from typing import Any
 
 from coordinator.config import DrainBudget, DrainSettings, EvictionSettings
 from coordinator.consolidation.drain import DISRUPTED, DrainPlan, plan_drains
+from coordinator.eviction.plan import Deadline
 from coordinator.state.signals import NodeSignals
 from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pdb, pod
 
@@ -310,3 +311,16 @@ def test_a_node_the_plan_frees_empty_takes_no_pod_of_a_later_drain() -> None:
     result = plan(rig, "n1", "n2", settings=DrainSettings(max_draining=5, budgets=()))
     assert freed(result) == ["n1"]  # x's only room is on n1, which the plan frees
     assert "ns/x fits on no other node" in why(result, "n2")
+
+
+def test_past_the_deadline_nothing_more_is_planned_and_no_drain_is_half_placed() -> None:
+    rig = EvictRig().nodes(*cpu_nodes("n1", "n2", "n3"))
+    rig.pods(pod("x", node="n1"), pod("y", node="n1"), pod("z", node="n2"))
+    rig.pods(pod("filler", node="n3", cpu="4"))
+    looks = iter(range(100))
+    deadline = Deadline(lambda: float(next(looks)), until=2.0)  # passed at the third look
+    settings = DrainSettings(max_draining=5, budgets=())
+    result = plan_drains(rig.view(), ["n1", "n2"], settings, rig.evictions, NOW, deadline)
+    # Looks: before n1, before x, before y (passed): n1 is given up whole, n2 not reached.
+    assert result.cut and freed(result) == []
+    assert [b.reason for b in result.blocked] == ["not planned before the planning deadline"] * 2
