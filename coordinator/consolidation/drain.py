@@ -7,6 +7,8 @@ asked, not copied):
 
 * **levels**: no pod above ``drain.max_level`` (its ``spec.priority``; a label may only
   lower it), none shielded by a checkpointing claim, none under two PodDisruptionBudgets;
+* **a controller**: every pod has one to recreate it (``kubectl drain`` refuses bare pods
+  too); evicting a bare pod would end it, not move it;
 * **PDBs**: the budgets' ``disruptionsAllowed`` cover every drain of the plan together;
 * **gangs**: a gang that would fall below ``minMember`` must lie wholly on the node (it
   moves whole); one with members elsewhere would be broken, and blocks the drain;
@@ -219,6 +221,8 @@ def _refused_pods(
     """Why ``pods`` may not all be evicted beside ``evicted`` (the plan's earlier drains):
     a pod's level or checkpoint, a gang with members elsewhere, a PDB, the caps."""
     for uid in pods:
+        if not view.pods[uid].controlled:
+            return f"{view.pods[uid].key} has no controller: nothing would recreate it elsewhere"
         if not rules.allowed(uid):
             return _why_not(rules, view, uid)
     together = (*evicted, *pods)

@@ -76,6 +76,10 @@ class PodFacts:
     """Owned by a DaemonSet (its controller ``ownerReferences``) or a kubelet's mirror pod:
     it belongs to its node, and a drain leaves it there, as ``kubectl drain
     --ignore-daemonsets`` does. Its owner's word, which spares only the pod itself."""
+    controlled: bool = False
+    """It has a controller (an ``ownerReferences`` entry with ``controller: true``), which
+    recreates it once it is evicted: a drain moves only such pods (``kubectl drain``
+    refuses the others too). Its owner's word, which can get only the pod itself evicted."""
 
     @property
     def key(self) -> str:
@@ -96,6 +100,15 @@ def pod_facts(pod: Mapping[str, Any], request: PodRequest, level_label: str) -> 
     priority = spec.get("priority")
     group = notes.get(GANG_KEY) or labels.get(GANG_KEY)
     mark = marks.get(level_label)
+    owners = meta.get("ownerReferences")
+    controller = next(
+        (
+            ref
+            for ref in (owners if isinstance(owners, list) else ())
+            if isinstance(ref, Mapping) and ref.get("controller") is True
+        ),
+        None,
+    )
     return PodFacts(
         uid=str(meta.get("uid") or ""),
         namespace=namespace,
@@ -119,12 +132,8 @@ def pod_facts(pod: Mapping[str, Any], request: PodRequest, level_label: str) -> 
         request=request,
         scheduling=feasibility.pod_of(pod),
         daemon=MIRROR_KEY in notes
-        or any(
-            isinstance(ref, Mapping)
-            and ref.get("controller") is True
-            and ref.get("kind") == "DaemonSet"
-            for ref in meta.get("ownerReferences") or ()
-        ),  # fmt: skip
+        or (controller is not None and controller.get("kind") == "DaemonSet"),
+        controlled=controller is not None,
     )
 
 

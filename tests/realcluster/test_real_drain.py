@@ -57,9 +57,22 @@ def setup(cluster: kit.Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
     cluster.delete_owned(OWNER)
 
 
+def controller(cluster: kit.Cluster) -> dict[str, Any]:
+    """An object in the namespace to stand for the pods' controller: the garbage collector
+    keeps a pod whose owner exists, and a drain moves only pods with a controller."""
+    try:
+        owner = cluster.core.create_namespaced_config_map(NS, {"metadata": {"name": "owner"}})
+    except client.exceptions.ApiException as e:
+        if e.status != 409:
+            raise
+        owner = cluster.core.read_namespaced_config_map("owner", NS)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+            "uid": owner.metadata.uid, "controller": True}  # fmt: skip
+
+
 def running_pod(cluster: kit.Cluster, name: str, node: str, labels: dict[str, str]) -> None:
     body = {
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": labels, "ownerReferences": [controller(cluster)]},
         "spec": {
             "nodeName": node,
             "terminationGracePeriodSeconds": 0,

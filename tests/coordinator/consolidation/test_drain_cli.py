@@ -18,7 +18,8 @@ from coordinator.consolidation.patrol import Candidate, Patrol
 from coordinator.consolidation.view import PATROL
 from coordinator.consolidation.windows import BY_NAME, Summary
 from coordinator.services import SERVICES, Services
-from tests.coordinator.eviction.evictrig import EvictRig, node, pod
+from tests.coordinator.consolidation.drainrig import pod
+from tests.coordinator.eviction.evictrig import EvictRig, node
 
 
 def judged(*names_and_means: tuple[str, float]) -> list[Candidate]:

@@ -9,7 +9,8 @@ from coordinator.config import DrainBudget, DrainSettings, EvictionSettings
 from coordinator.consolidation.drain import DISRUPTED, DrainPlan, plan_drains
 from coordinator.eviction.plan import Deadline
 from coordinator.state.signals import NodeSignals
-from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pdb, pod
+from tests.coordinator.consolidation.drainrig import pod
+from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pdb
 
 DRAIN = DrainSettings()
 
@@ -324,3 +325,13 @@ def test_past_the_deadline_nothing_more_is_planned_and_no_drain_is_half_placed()
     # Looks: before n1, before x, before y (passed): n1 is given up whole, n2 not reached.
     assert result.cut and freed(result) == []
     assert [b.reason for b in result.blocked] == ["not planned before the planning deadline"] * 2
+
+
+def test_a_pod_without_a_controller_blocks_evicting_it_would_end_it() -> None:
+    rig = EvictRig().nodes(*cpu_nodes("n1", "n2"))
+    bare = pod("bare", node="n1")
+    del bare["metadata"]["ownerReferences"]
+    rig.pods(bare)
+    result = plan(rig, "n1")
+    assert freed(result) == []
+    assert "ns/bare has no controller" in why(result, "n1")

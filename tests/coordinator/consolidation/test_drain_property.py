@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from coordinator.config import DrainSettings
 from coordinator.consolidation.drain import DrainPlan, plan_drains
-from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pdb, pod, roomy_caps
+from tests.coordinator.consolidation.drainrig import pod
+from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pdb, roomy_caps
 
 CPU_M = 16_000
 DRAIN = DrainSettings(max_draining=4, budgets=())

@@ -28,6 +28,7 @@ from coordinator.kube.events import EventRecorder
 from coordinator.kube.leader import Fence
 from hack.kubeapi import KubeApi, objects
 from hack.kubeapi.resources import NODES, PODS
+from tests.coordinator.consolidation.drainrig import REPLICASET
 from tests.coordinator.eviction.evictrig import EvictRig
 from tests.coordinator.eviction.executorrig import Rig, kube
 
@@ -48,10 +49,11 @@ class Cluster:
         self.kube.store.create(NODES, objects.node(name, capacity=CAPACITY, taints=taints))
 
     def pod(self, name: str, node: str, priority: int = 0) -> None:
-        self.kube.store.create(
-            PODS,
-            objects.pod(name, node=node, requests={"cpu": "2", "memory": "1Gi"}, priority=priority),
+        obj = objects.pod(
+            name, node=node, requests={"cpu": "2", "memory": "1Gi"}, priority=priority
         )
+        obj["metadata"]["ownerReferences"] = [{**REPLICASET, "controller": True}]
+        self.kube.store.create(PODS, obj)
 
     def live(self, drain: DrainSettings) -> EvictRig:
         """The coordinator's live cluster, fed the emulator's objects."""
