@@ -4,9 +4,10 @@ Volcano's scheduler is not built here: :mod:`hack.cluster.volcano` calls ``/volc
 as its ``extender`` plugin does (predicate per task and node, 16 at a time; prioritize per
 task; every call bounded by ``extender.httpTimeout``), with the arguments of the shipped
 ``daemonset/scheduler/volcano-scheduler.conf``, against the real coordinator process
-watching 20 kwok nodes. A session places 24 one-GPU tasks: once healthy (the baseline),
-once with the coordinator broken as in the kube-scheduler fault tests (paused, answering
-after 3 s, killed and started again, restarted mid-session), and once after it recovered.
+watching 20 kwok nodes. A session places one-GPU tasks (8; 24 where the coordinator is
+restarted mid-session): once healthy (the baseline), once with the coordinator broken as in
+the kube-scheduler fault tests (paused, answering after 3 s, killed and started again,
+restarted mid-session), and once after it recovered.
 With ``extender.ignorable: true`` every task is placed while it is broken, and the calls are
 answered again (bar a few slow ones) within a few sessions once it is back; without
 ``ignorable`` a hung coordinator places none.
@@ -35,10 +36,12 @@ from tests.realcluster.test_real_faults import (
 
 OWNER = "test-volcano-faults"
 NODES = [f"rc-vfault-{i:02d}" for i in range(20)]
-TASKS = 24
-"""Enough for ``restarted``, which kills the coordinator once 20 are placed; few enough
-that a session against a hung coordinator (each task waits its calls' timeouts) stays
-well under a minute in the default suite."""
+TASKS = 8
+"""A session's tasks: against a hung or late coordinator each one waits out its calls'
+timeouts, (20 nodes / 16 + 1) x 500 ms = 1.5 s, whatever else the session holds."""
+RESTARTED_TASKS = 24
+"""``restarted`` kills the coordinator once 20 tasks are placed (a tenth of the
+kube-scheduler test's pods): its sessions need more than that."""
 RECOVERY_SESSIONS = 3
 SLOW_SHARE = 0.05
 """Of a recovered session's calls, at most this share may time out."""
@@ -63,8 +66,8 @@ def setup(
     cluster.delete_owned(OWNER)
 
 
-def tasks(session: str) -> list[volcano.Task]:
-    names = [f"{session}-{i:03d}" for i in range(TASKS)]
+def tasks(session: str, count: int) -> list[volcano.Task]:
+    names = [f"{session}-{i:03d}" for i in range(count)]
     return [volcano.Task(n, n, "default", cpu_m=500, mem_b=2**30, gpus=1) for n in names]
 
 
@@ -73,10 +76,11 @@ def session(
     name: str,
     nodes: list[dict[str, object]],
     into: volcano.Session | None = None,
+    count: int = TASKS,
 ) -> volcano.Session:
-    done = asyncio.run(volcano.run_session(settings, tasks(name), nodes, into))
+    done = asyncio.run(volcano.run_session(settings, tasks(name, count), nodes, into))
     p99_ms = done.p99_s() * 1000
-    print(f"{name}: {TASKS} tasks x {len(nodes)} nodes in {done.seconds:.2f} s, "
+    print(f"{name}: {count} tasks x {len(nodes)} nodes in {done.seconds:.2f} s, "
           f"{done.calls} calls, {done.errors} failed, answered p99 {p99_ms:.1f} ms "
           f"{done.last_error}")  # fmt: skip
     return done
@@ -92,32 +96,34 @@ def coordinator_of(cluster: kit.Cluster, kubeconfig: Path) -> Iterator[tuple[Coo
 
 
 @pytest.mark.parametrize(
-    "fault", [paused, late, killed, restarted], ids=["paused", "late-3s", "killed", "restarted"]
+    ("fault", "count"),
+    [(paused, TASKS), (late, TASKS), (killed, TASKS), (restarted, RESTARTED_TASKS)],
+    ids=["paused", "late-3s", "killed", "restarted"],
 )
 def test_a_broken_coordinator_holds_a_volcano_session_up_only_briefly(
-    cluster: kit.Cluster, setup: tuple[Path, list[dict[str, object]]], fault: Fault
+    cluster: kit.Cluster, setup: tuple[Path, list[dict[str, object]]], fault: Fault, count: int
 ) -> None:
     kubeconfig, nodes = setup
     name = fault.__name__  # type: ignore[attr-defined]
     with coordinator_of(cluster, kubeconfig) as (under_test, url):
         shipped = volcano.shipped_settings(SHIPPED, url + "/volcano")
         assert shipped.ignorable, "the shipped configuration is meant to be ignorable"
-        healthy = session(shipped, f"{name}-healthy", nodes)  # the baseline
+        healthy = session(shipped, f"{name}-healthy", nodes, count=count)  # the baseline
         assert all(healthy.placed.values())
 
         broken = volcano.Session()
         placed = lambda: sum(1 for node in broken.placed.values() if node)  # noqa: E731
         with fault(under_test, url, placed) as called:
             settings = volcano.shipped_settings(SHIPPED, called + "/volcano")
-            session(settings, f"{name}-broken", nodes, broken)
+            session(settings, f"{name}-broken", nodes, broken, count)
         assert broken.errors > 0, "the fault did not reach the calls"
-        assert len(broken.placed) == TASKS and all(broken.placed.values())
+        assert len(broken.placed) == count and all(broken.placed.values())
         print(f"{name}: broken session {broken.seconds / healthy.seconds:.1f}x the healthy one")
 
         # Paused, it has a backlog of calls to answer first: the next sessions catch up.
         # On a loaded machine a healthy call can take longer than httpTimeout now and then.
         for attempt in range(RECOVERY_SESSIONS):
-            recovered = session(shipped, f"{name}-recovered-{attempt}", nodes)
+            recovered = session(shipped, f"{name}-recovered-{attempt}", nodes, count=count)
             assert all(recovered.placed.values())
             if recovered.errors <= recovered.calls * SLOW_SHARE:
                 break
@@ -134,6 +140,6 @@ def test_without_ignorable_a_hung_coordinator_places_no_task(
         shipped = volcano.shipped_settings(SHIPPED, url + "/volcano")
         strict = dataclasses.replace(shipped, ignorable=False)
         with paused(under_test, url, lambda: 0):
-            hung = session(strict, "strict-paused", nodes[:4])
+            hung = session(strict, "strict-paused", nodes[:4], count=2)
         assert hung.errors == hung.calls > 0
         assert set(hung.placed.values()) == {None}
