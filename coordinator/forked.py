@@ -42,27 +42,30 @@ class ChildFailed(RuntimeError):
     """The child raised, died, or ran past its time; nothing it computed is used."""
 
 
-async def run_forked(fn: Callable[[], T], timeout_s: float) -> T:
+async def run_forked(fn: Callable[[], T], timeout_s: float, nice: int = 0) -> T:
     """``fn()`` computed in a forked child; its result must pickle. The fork happens on the
     calling thread (the event loop's, so that the child's copy is taken between two
     callbacks, never in the middle of one); the wait for the answer runs in a worker
-    thread, blocked in ``select`` without the GIL."""
+    thread, blocked in ``select`` without the GIL. ``nice`` lowers the child's CPU
+    priority: where the coordinator has fewer cores than busy threads, the loop wins."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
         os.close(read)
-        _child(fn, write)
+        _child(fn, write, nice)
     os.close(write)
     return cast(T, await asyncio.to_thread(_collect, pid, read, timeout_s))
 
 
-def _child(fn: Callable[[], object], write: int) -> None:
+def _child(fn: Callable[[], object], write: int, nice: int) -> None:
     code = 0
     try:
         signal.set_wakeup_fd(-1)  # the parent's loop listens there, not ours
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
         _die_with_parent()
+        if nice:
+            os.nice(nice)
         try:
             answer: tuple[bool, object] = (True, fn())
         except BaseException as e:  # noqa: BLE001 - reported to the parent, whatever it is

@@ -41,9 +41,13 @@ from coordinator.live import LiveCluster, nominations
 
 log = logging.getLogger(__name__)
 
-CHILD_GRACE_S: Final = 5.0
-"""How much longer than ``cycle_budget_s`` a planning child may take before it is killed:
-the budget is checked between plans, and one plan may run to its own deadline."""
+CHILD_GRACE_S: Final = 30.0
+"""How much longer than ``cycle_budget_s`` a planning child may take before it is killed
+(a child that hangs): the budget is checked between plans and within them on the
+coordinator's clock, so only a starved CPU stretches a round this far."""
+PLANNER_NICE: Final = 10
+"""The planning child's niceness: background work, which yields the CPU to the loop that
+answers the schedulers."""
 
 
 class SustainedPressure:
@@ -102,7 +106,9 @@ class Cycle:
             plan_round, cluster, cooling, self._deferred, self.pressure.due(cluster), now
         )
         try:
-            planned = await run_forked(job, self._settings.cycle_budget_s + CHILD_GRACE_S)
+            planned = await run_forked(
+                job, self._settings.cycle_budget_s + CHILD_GRACE_S, nice=PLANNER_NICE
+            )
         except ChildFailed as e:
             log.error("eviction planning failed, nothing planned this cycle: %s", e)
             return

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from itertools import combinations
+from itertools import combinations, islice
 from typing import Final
 
 import numpy as np
@@ -362,8 +362,14 @@ class _Rules:
         is all or nothing): a larger plan would be held back every cycle, never run."""
         self.settings = settings
         self.now = now
-        self._allowed: dict[str, bool] = {}
-        self._budgets: dict[str, tuple[int, ...]] = {}
+        # What the rules work out per pod is worked out once per view (per displacer's
+        # level where it depends on it): a round's plans share it, and a cluster of many
+        # small pods has tens of thousands.
+        memo = view.memo.setdefault(("rules", id(settings), now), {})
+        self._allowed: dict[str, bool] = memo.setdefault(("allowed", displacer), {})
+        self._budgets: dict[str, tuple[int, ...]] = memo.setdefault("budgets", {})
+        self.level: dict[str, Level] = memo.setdefault("level", {})
+        self.work: dict[str, float] = memo.setdefault("work", {})
         self._by_label: dict[tuple[str, str, str], list[int]] = {}
         """(namespace, label, value) → indices of the budgets whose selector's first
         ``matchLabels`` pair it is: only those can cover a pod with that label."""
@@ -375,8 +381,6 @@ class _Rules:
                 self._by_namespace.setdefault(budget.namespace, []).append(k)
             else:
                 self._by_label.setdefault((budget.namespace, *first), []).append(k)
-        self.level: dict[str, Level] = {}
-        self.work: dict[str, float] = {}
 
     def facts(self, uid: str) -> PodFacts:
         facts = self.view.pods[uid]
@@ -444,6 +448,11 @@ class _Rules:
         if self.capped and not self._within_caps(taken):
             return None
         return tuple(taken)
+
+    def most_per_node(self) -> int:
+        """The most victims on one node a set within the caps may have."""
+        s = self.settings
+        return min(s.max_per_node_per_cycle, s.max_per_cycle, s.eviction_burst)
 
     def _within_caps(self, taken: Sequence[str]) -> bool:
         """Whether a fresh cycle's caps and a full token bucket take the whole set:
@@ -556,15 +565,38 @@ def _search(
         ],
         axis=1,
     ).tolist()
-    nodes = [
-        n
-        for i, lacks in zip(rows.tolist(), short, strict=True)
-        if (n := _node(rules, question, i, lacks, only)) is not None
-    ]
+    nodes = []
+    cut = False
+    for k, (i, lacks) in enumerate(zip(rows.tolist(), short, strict=True)):
+        if k % _CHECK_NODES_EVERY == 0 and k and deadline.passed():
+            cut = True  # the nodes weighed so far get their first sets below
+            break
+        if (n := _node(rules, question, i, lacks, only)) is not None:
+            nodes.append(n)
     best: dict[str, tuple[tuple[float, ...], tuple[str, ...], tuple[str, ...]]] = {}
     bar: tuple[float, ...] | None = None
+
+    def judge_trial(trial: list[tuple[_Node, tuple[str, ...], tuple[str, ...], Cost]]) -> None:
+        """One call of the filter for every set of ``trial``; the best set per node kept."""
+        nonlocal bar
+        released = [
+            [view.held[u] for u in taken if view.held[u].node == node.name]
+            for node, taken, _, _ in trial
+        ]
+        at = np.array([node.row for node, _, _, _ in trial], dtype=np.int64)
+        after = given_back(view.state, at, released)
+        found = judge(after, view.policy, pod.request, np.arange(len(at)), view.signals)
+        for k in np.flatnonzero(~found.refused).tolist():
+            node, taken, chosen, cost = trial[k]
+            if not question.without(node.name, taken).fits:
+                continue
+            if node.name not in best or cost < best[node.name][0]:
+                best[node.name] = (cost, taken, chosen)
+                if bar is None or cost < bar:
+                    bar = cost
+
+    everyone = nodes
     size = 0
-    cut = False
     tried = 0
     while nodes and not cut:
         if deadline.passed():
@@ -578,7 +610,7 @@ def _search(
             and (n.name not in best or size <= best[n.name][0][0])
             and (per_node or bar is None or size <= bar[0])
         ]
-        trial: list[tuple[_Node, tuple[str, ...], tuple[str, ...], tuple[float, ...]]] = []
+        trial: list[tuple[_Node, tuple[str, ...], tuple[str, ...], Cost]] = []
         for node in nodes:
             if size < node.least:
                 continue
@@ -598,23 +630,13 @@ def _search(
                     trial.append((node, taken, chosen, cost))
             if cut:
                 break  # the sets tried so far are still judged
-        if not trial:
-            continue
-        released = [
-            [view.held[u] for u in taken if view.held[u].node == node.name]
-            for node, taken, _, _ in trial
-        ]
-        at = np.array([node.row for node, _, _, _ in trial], dtype=np.int64)
-        after = given_back(view.state, at, released)
-        found = judge(after, view.policy, pod.request, np.arange(len(at)), view.signals)
-        for k in np.flatnonzero(~found.refused).tolist():
-            node, taken, chosen, cost = trial[k]
-            if not question.without(node.name, taken).fits:
-                continue
-            if node.name not in best or cost < best[node.name][0]:
-                best[node.name] = (cost, taken, chosen)
-                if bar is None or cost < bar:
-                    bar = cost
+        if trial:
+            judge_trial(trial)
+    if cut and not best:
+        # Cut before any set was found (on a cluster of many small pods the search may not
+        # even reach the size that could work): each node's first valid set of the least
+        # size that could free enough, cheapest pods first — a plan, marked cut.
+        judge_trial([t for node in everyone if (t := _first_set(rules, node)) is not None])
     if not per_node and best:
         name = min(best, key=lambda n: (best[n][0], n))
         best = {name: best[name]}
@@ -624,6 +646,29 @@ def _search(
     }
     return found, cut
 
+
+Cost = tuple[float, ...]
+
+
+def _first_set(
+    rules: _Rules, node: _Node
+) -> tuple[_Node, tuple[str, ...], tuple[str, ...], Cost] | None:
+    """The first of ``node``'s sets of its least useful size that every rule allows
+    (trying at most :data:`_FIRST_TRIES`), as a trial row; None when there is none."""
+    size = min(node.least, len(node.candidates))
+    for chosen in islice(combinations(node.candidates, size), _FIRST_TRIES):
+        taken = rules.closure(chosen, node.within)
+        if taken is not None:
+            return node, taken, chosen, rules.cost(taken, chosen)
+    return None
+
+
+_CHECK_NODES_EVERY: Final = 64
+"""Nodes whose candidates are weighed between two looks at the deadline (a node of many
+small pods takes a millisecond or so)."""
+
+_FIRST_TRIES: Final = 16
+"""Sets a cut search's fallback tries per node for one every rule allows."""
 
 _CHECK_EVERY: Final = 256
 """Sets tried between two looks at the deadline."""
@@ -688,4 +733,6 @@ def _node(
                     break
             else:
                 least = len(pods) + 1
+    if least > len(pods) or (rules.capped and least > rules.most_per_node()):
+        return None  # no set of these pods frees enough, or none the caps let through
     return _Node(row=i, name=name, candidates=pods, least=least, within=within)

@@ -88,7 +88,7 @@ def outdated(cluster: LiveCluster, plan: Plan) -> str | None:
             return f"{plan.preemptor} was bound or deleted while its plan was made"
     for victim in plan.victims:
         held = cluster.held.get(victim.uid)
-        if held is None or held.node != victim.node or held.assumed_until is not None:
+        if held is None:  # gone (a pod never moves to another node)
             return f"{victim.namespace}/{victim.name} left {victim.node} while the plan was made"
     return None
 

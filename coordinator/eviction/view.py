@@ -21,7 +21,7 @@ import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -71,6 +71,10 @@ class ClusterView:
     snapshot: feasibility.Snapshot = field(default_factory=lambda: feasibility.Snapshot({}, {}))
     """The nodes and bound pods as kube-scheduler's filters see them (built by
     :meth:`index`): where the feasibility model judges each plan."""
+    memo: dict[object, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What the planner's rules work out per pod and that depends on nothing but this view
+    (levels, budgets, work lost): shared by the plans made over it, and by the views
+    :func:`dataclasses.replace` derives from it (the same pods)."""
     promised: frozenset[str] = frozenset()
     """Nodes whose room an earlier plan of the same round promised to its preemptor: no
     other preemption is planned there (it could rest on victims that plan evicts)."""

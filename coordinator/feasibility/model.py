@@ -38,7 +38,6 @@ class Question:
         self.pod = pod
         self.snapshot = snapshot
         self._static: dict[str, Verdict] = {}
-        self._requested: dict[str, dict[str, int]] = {}
         self._interpod = (
             InterPod(pod, snapshot) if pod.affinity or pod.anti_affinity or snapshot.anti else None
         )
@@ -105,9 +104,10 @@ class Question:
         )
 
     def _used(self, node: str, gone: Collection[str]) -> dict[str, int]:
-        total = self._requested.get(node)
+        memo = self.snapshot.requested
+        total = memo.get(node)
         if total is None:
-            total = self._requested[node] = resources.requested(self.snapshot, node)
+            total = memo[node] = resources.requested(self.snapshot, node)
         return resources.without(total, self.snapshot, node, gone) if gone else total
 
 

@@ -22,6 +22,12 @@ class Snapshot:
     anti: tuple[str, ...] = field(init=False)
     """Uids of the bound pods with required anti-affinity terms (they may keep a pod
     off every node of their domains)."""
+    requested: dict[str, dict[str, int]] = field(
+        init=False, default_factory=dict, compare=False, repr=False
+    )
+    """Node → what its bound pods request together (``NodeInfo.Requested``), filled in as
+    questions ask (:mod:`coordinator.feasibility.model`): the same for every pod asked
+    about, so worked out once per snapshot."""
 
     def __post_init__(self) -> None:
         on_node: dict[str, list[str]] = {}

@@ -114,6 +114,27 @@ async def test_two_pending_pods_are_never_promised_one_nodes_room(
         assert rig.cluster.filter(a.request, ["gpu-a"]).passing == ["gpu-a"]
 
 
+async def test_a_nominee_is_neither_planned_for_again_nor_its_room_offered(
+    kube: KubeApi, rig: CycleRig
+) -> None:
+    """Next cycle gpu-a stands empty, held for a-want: a-want gets no second plan (nor a
+    refusal saying it fits there), and b-want is planned onto gpu-c instead, whose low
+    pod goes — not told that it fits on gpu-a without evicting anyone."""
+    rig.add(want("a-want", "team-a"))
+    await rig.cycle.run()
+    gone(rig, "ns/low")
+    kube.store.create(NODES, node("gpu-c"))
+    rig.cluster.upsert_node(node("gpu-c"))
+    rig.add(pod("low-c", node="gpu-c", gpus=8))
+    rig.add(want("b-want", "team-b"))
+    rig.clock.advance(30)
+    await rig.cycle.run()
+    assert reasons(kube, "a-want", "team-a") == ["PreemptionExecuted"]
+    assert "PreemptionExecuted" in reasons(kube, "b-want", "team-b")
+    assert not rig.exists("low-c")
+    assert rig.exists("medium")
+
+
 async def test_the_nomination_ends_when_the_preemptor_binds(kube: KubeApi, rig: CycleRig) -> None:
     rig.add(want("a-want", "team-a"))
     await rig.cycle.run()

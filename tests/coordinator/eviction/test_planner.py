@@ -589,17 +589,36 @@ class SteppingClock:
         return self.now
 
 
-@pytest.mark.parametrize(("seconds", "planned"), [(0.5, False), (1e9, True)])
-def test_the_deadline_cuts_the_search_and_says_so(seconds: float, planned: bool) -> None:
+def test_the_deadline_bounds_the_weighing_of_candidates_too() -> None:
+    """200 full nodes, one pod each; the cheapest victim (10 s of work at stake) is on the
+    last node. With the deadline gone by the first look, only the nodes weighed by then
+    are planned on: a plan, cut, on one of the first 64 — not the cheapest overall."""
+    rig = EvictRig(settings=roomy_caps())
+    names_ = [f"n-{k:03d}" for k in range(200)]
+    rig.nodes(*(node(n, cpu="4", gpus=0) for n in names_))
+    rig.pods(*(pod(f"c-{k}", node=n, cpu="4") for k, n in enumerate(names_[:-1])))
+    rig.pods(pod("cheap", node=names_[-1], cpu="4", started_s_ago=10))
+    whole = plan(rig.view(), rig.facts(pending(gpus=0, cpu="4")), rig.evictions, NOW)
+    assert isinstance(whole, Plan) and whole.node == names_[-1] and not whole.cut
+    clock = SteppingClock()
+    deadline = Deadline(clock, clock() + 0.5)
+    result = plan(rig.view(), rig.facts(pending(gpus=0, cpu="4")), rig.evictions, NOW, deadline)
+    assert isinstance(result, Plan) and result.cut
+    assert result.node in names_[:64]
+
+
+@pytest.mark.parametrize(("seconds", "cut"), [(0.5, True), (1e9, False)])
+def test_the_deadline_cuts_the_search_and_says_so(seconds: float, cut: bool) -> None:
     """Sixteen 4-CPU pods fill the node and the pod needs all 64 CPUs: the only set is
-    all sixteen, found after every smaller size was tried."""
+    all sixteen, found after every smaller size was tried — or, when the deadline cuts
+    the search before, as the first set of the least size that could free enough (the
+    cheapest pods first), and the plan says it was cut."""
     rig = EvictRig(settings=roomy_caps()).nodes(node("cpu-a", cpu="64", gpus=0))
     rig.pods(*(pod(f"c-{k}", node="cpu-a", cpu="4") for k in range(16)))
     clock = SteppingClock()
     deadline = Deadline(clock, clock() + seconds)
     result = plan(rig.view(), rig.facts(pending(gpus=0, cpu="64")), rig.evictions, NOW, deadline)
-    assert isinstance(result, Plan) is planned
-    if planned:
-        assert len(names(result)) == 16 and not result.cut
-    else:
-        assert isinstance(result, Refusal) and "deadline" in result.reason
+    assert isinstance(result, Plan)
+    assert len(names(result)) == 16
+    assert result.cut is cut
+    assert ("the planning deadline cut the search" in result.reason) is cut
