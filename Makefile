@@ -4,9 +4,10 @@
 #                 kube-scheduler's default scoring; prints the summary and a plot's path, ends
 #                 by itself (make run ARGS=--keep stays up; ARGS=--help for the options)
 #   make test  -> creates .venv on first use, runs ruff, the import layer contracts
-#                 (.importlinter), builds the real control plane when it is not built yet
-#                 (hack/cluster: minutes the first time, cached after) and runs the test
-#                 suite, the tier against that control plane included
+#                 (.importlinter), mypy --strict ([tool.mypy] in pyproject.toml), builds
+#                 the real control plane when it is not built yet (hack/cluster: minutes
+#                 the first time, cached after) and runs the test suite, the tier against
+#                 that control plane included
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -29,6 +30,7 @@ test: $(BIN)/stowage
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 	-$(BIN)/python -m hack.cluster build  # a failure is the real tier's to report
 	$(BIN)/python -m pytest -q
 
@@ -36,6 +38,7 @@ lint: $(BIN)/stowage
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 
 bench: $(BIN)/stowage
 	$(BIN)/python -m hack.bench.agent_cost
@@ -52,4 +55,4 @@ image:
 	docker build -t $(IMAGE):$(VERSION) .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .mypy_cache

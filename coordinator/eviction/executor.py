@@ -257,14 +257,14 @@ class Executor:
             self._decide(plan, "awaiting-approval", f"plan {pid}: {e}")
             return None
         wall = self._clock.wall()
-        problems = []
+        problems: list[str] = []
         for candidate in found:
             problem = approvals.problem(candidate, pod, digest, wall)
             if problem is None and isinstance(candidate, Approval):
                 if candidate.uid not in self._spent:
                     return candidate
                 problem = f"{candidate.name} was used already"
-            problems.append(problem)
+            problems.append(problem or f"{candidate.name}: not an approval")
         if not problems:
             self._decide(plan, "awaiting-approval", f"plan {pid}: not approved yet")
             return None

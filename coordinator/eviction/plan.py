@@ -445,7 +445,7 @@ class _Rules:
                 spent[k] = spent.get(k, 0) + 1
                 if spent[k] > view.budgets[k].allowed:
                     return None
-        if self.capped and not self._within_caps(taken):
+        if self.capped and not self._within_caps(tuple(taken)):
             return None
         return tuple(taken)
 
@@ -719,16 +719,16 @@ def _node(
         return None
     pods.sort(key=lambda u: (rules.level[u], rules.work[u], u))
     least = 1
-    for lacking, amount in (
+    for needed, amount in (
         (short_cpu, lambda u: held[u].cpu_m),
         (short_mem, lambda u: held[u].mem_b),
         (short_gpus, lambda u: len(held[u].devices)),
     ):
-        if lacking > 0:
+        if needed > 0:
             gains = 0
             for count, gain in enumerate(sorted(map(amount, pods), reverse=True), start=1):
                 gains += gain
-                if gains >= lacking:
+                if gains >= needed:
                     least = max(least, count)
                     break
             else:

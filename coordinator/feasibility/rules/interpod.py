@@ -69,8 +69,8 @@ class InterPod:
                     "InterPodAffinity", f"a pod near {node.name} has anti-affinity to the pod"
                 )
         for term, counts in zip(pod.anti_affinity, self.anti, strict=True):
-            value = labels.get(term.topology_key)
-            if value is not None and counts[value] - self._lost(term, value, gone_pods) > 0:
+            domain = labels.get(term.topology_key)
+            if domain is not None and counts[domain] - self._lost(term, domain, gone_pods) > 0:
                 return refused(
                     "InterPodAffinity", f"the pod's anti-affinity selects a pod near {node.name}"
                 )
@@ -82,12 +82,12 @@ class InterPod:
         ]
         satisfied = True
         for term, counts in zip(pod.affinity, left, strict=True):
-            value = labels.get(term.topology_key)
-            if value is None:
+            domain = labels.get(term.topology_key)
+            if domain is None:
                 return refused(
                     "InterPodAffinity", f"node {node.name} lacks topology key {term.topology_key}"
                 )
-            satisfied = satisfied and counts[value] > 0
+            satisfied = satisfied and counts[domain] > 0
         if satisfied:
             return FITS
         nobody = all(c <= 0 for counts in left for c in counts.values())

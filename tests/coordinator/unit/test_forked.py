@@ -76,4 +76,4 @@ async def test_a_child_past_its_time_is_killed(tmp_path: Path) -> None:
 
 async def test_an_answer_that_cannot_be_sent_is_a_child_failure() -> None:
     with pytest.raises(ChildFailed, match="without an answer"):
-        await run_forked(lambda: (lambda: None), timeout_s=30)  # a lambda does not pickle
+        await run_forked(lambda: lambda: None, timeout_s=30)  # a lambda does not pickle
