@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import gc
 import os
 import pickle
 import select
@@ -49,10 +50,14 @@ async def run_forked(fn: Callable[[], T], timeout_s: float, nice: int = 0) -> T:
     thread, blocked in ``select`` without the GIL. ``nice`` lowers the child's CPU
     priority: where the coordinator has fewer cores than busy threads, the loop wins."""
     read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        os.close(read)
-        _child(fn, write, nice)
+    gc.freeze()  # the parent's collector then writes to no page the child shares
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child
+            os.close(read)
+            _child(fn, write, nice)
+    finally:
+        gc.unfreeze()
     os.close(write)
     return cast(T, await asyncio.to_thread(_collect, pid, read, timeout_s))
 
