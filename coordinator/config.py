@@ -437,7 +437,7 @@ class EvictionSettings:
     """Weight of each queue for the approval rule; 0 for queues not listed. A pod's queue is
     the ``spec.queue`` of its Volcano PodGroup, else its namespace, never a queue the pod
     names itself; while its PodGroup is not known, the strictest queue of its namespace
-    (see ``coordinator/eviction/plan.py: queue_of``)."""
+    (see ``coordinator/eviction/answers.py: queue_of``)."""
     checkpointing_max_s: float = 300.0
     """A pod annotated ``stowage.io/checkpointing: "true"`` is no victim for this long from
     when the coordinator first saw the claim, or from when it last saw the pod's last

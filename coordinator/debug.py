@@ -36,7 +36,8 @@ from typing import Any
 
 from aiohttp import web
 
-from coordinator.eviction.plan import Deadline, Plan, Refusal, plan_preemption, plan_pressure
+from coordinator.eviction.answers import Deadline, Plan, Refusal
+from coordinator.eviction.plan import plan_preemption, plan_pressure
 from coordinator.eviction.view import view_of
 from coordinator.nodeview import NODE_VIEW
 from coordinator.services import SERVICES

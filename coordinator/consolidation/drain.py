@@ -46,7 +46,8 @@ import numpy as np
 from coordinator import feasibility
 from coordinator.config import DrainSettings, EvictionSettings
 from coordinator.consolidation import budgets
-from coordinator.eviction.plan import NO_DEADLINE, Deadline, Level, Plan, _Rules
+from coordinator.eviction.answers import NO_DEADLINE, Deadline, Level, Plan
+from coordinator.eviction.plan import _Rules
 from coordinator.eviction.view import ClusterView
 from coordinator.live.decisions import judge
 from coordinator.state.cluster import Placement

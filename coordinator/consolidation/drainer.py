@@ -39,9 +39,9 @@ from coordinator import feasibility
 from coordinator.config import DrainSettings, EvictionSettings
 from coordinator.consolidation.drain import DISRUPTED, DrainPlan, draining, plan_drains
 from coordinator.consolidation.patrol import Patrol
+from coordinator.eviction.answers import Deadline
 from coordinator.eviction.cycle import CHILD_GRACE_S, PLANNER_NICE
 from coordinator.eviction.executor import Executor, Recorder
-from coordinator.eviction.plan import Deadline
 from coordinator.eviction.round import outdated
 from coordinator.eviction.view import ClusterView, view_of
 from coordinator.forked import ChildFailed, run_forked

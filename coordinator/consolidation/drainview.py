@@ -16,7 +16,7 @@ from aiohttp import web
 from coordinator.consolidation.drain import DrainPlan, plan_drains
 from coordinator.consolidation.drainer import candidates
 from coordinator.consolidation.view import PATROL
-from coordinator.eviction.plan import Deadline
+from coordinator.eviction.answers import Deadline
 from coordinator.eviction.view import view_of
 from coordinator.services import SERVICES
 

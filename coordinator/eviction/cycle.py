@@ -33,8 +33,8 @@ import logging
 from typing import Final
 
 from coordinator.config import EvictionSettings
+from coordinator.eviction.answers import Plan, Refusal
 from coordinator.eviction.executor import Executor
-from coordinator.eviction.plan import Plan, Refusal
 from coordinator.eviction.round import outdated, plan_round
 from coordinator.forked import ChildFailed, run_forked
 from coordinator.live import LiveCluster, nominations

@@ -40,8 +40,8 @@ from common import annotations as ann
 from common.clock import Clock
 from coordinator.config import EvictionSettings
 from coordinator.decisionlog import Decision, DecisionLog
+from coordinator.eviction.answers import Plan, Refusal, Victim
 from coordinator.eviction.guards import Cooldowns, CycleCaps, Replacements
-from coordinator.eviction.plan import Plan, Refusal, Victim
 from coordinator.kube import approvals
 from coordinator.kube.approvals import Approval, Invalid
 from coordinator.kube.client import KubeError

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from coordinator.config import EvictionSettings
-from coordinator.eviction.plan import Victim
+from coordinator.eviction.answers import Victim
 
 
 class Cooldowns:

@@ -22,7 +22,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from coordinator.eviction.plan import Deadline, Plan, Refusal, plan_preemption, plan_pressure
+from coordinator.eviction.answers import Deadline, Plan, Refusal
+from coordinator.eviction.plan import plan_preemption, plan_pressure
 from coordinator.eviction.view import view_of
 from coordinator.live import LiveCluster
 from coordinator.state.podfacts import PodFacts

@@ -49,7 +49,8 @@ from typing import Any, Final
 import numpy as np
 from aiohttp import web
 
-from coordinator.eviction.plan import Deadline, narrow_victims
+from coordinator.eviction.answers import Deadline
+from coordinator.eviction.plan import narrow_victims
 from coordinator.eviction.view import view_of
 from coordinator.extender import kubewire
 from coordinator.extender.handling import (

@@ -8,7 +8,7 @@ may favour the pod against other namespaces' pods:
 * Its **priority** is ``spec.priority``, which the Priority admission plugin resolves from
   ``priorityClassName`` (and refuses a pod that sets another value): PriorityClasses are
   cluster-scoped and written by operators. The level label may only lower the level it
-  gives (:func:`coordinator.eviction.plan.level_of`).
+  gives (:func:`coordinator.eviction.answers.level_of`).
 * Its **gang** is its Volcano PodGroup (annotation ``scheduling.k8s.io/group-name``, which
   Volcano's controllers set on every pod of a job); how many members the gang needs to
   keep running is ``stowage.io/gang-min-member`` on the pod, and when that is not given,

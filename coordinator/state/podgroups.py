@@ -11,7 +11,7 @@ PodGroup is in its namespace's queue.
 
 While the PodGroup a pod names is not known (the watch has not delivered it yet, or there
 is no such PodGroup) the pod's queue is not known either, and the planner takes the
-strictest it could be in (:func:`coordinator.eviction.plan.queue_of`) among
+strictest it could be in (:func:`coordinator.eviction.answers.queue_of`) among
 :meth:`Queues.candidates`. Where the API server does not serve PodGroups (Volcano is not
 installed: the list answers 404) there are none, and every pod's queue is its namespace.
 """

@@ -30,7 +30,8 @@ from typing import Any
 
 from common.clock import SystemClock
 from coordinator.config import CoordinatorSettings
-from coordinator.eviction.plan import Plan, plan_preemption
+from coordinator.eviction.answers import Plan
+from coordinator.eviction.plan import plan_preemption
 from coordinator.eviction.view import view_of
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics

@@ -44,7 +44,8 @@ from kubernetes import client, watch
 
 from common import config as config_loader
 from coordinator.config import CoordinatorSettings
-from coordinator.eviction.plan import Plan, Refusal, plan_preemption
+from coordinator.eviction.answers import Plan, Refusal
+from coordinator.eviction.plan import plan_preemption
 from hack.cluster import coordinator, scheduling
 from hack.ports import free_port
 from tests.coordinator.eviction.evictrig import EvictRig

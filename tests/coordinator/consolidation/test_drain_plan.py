@@ -7,7 +7,7 @@ from typing import Any
 
 from coordinator.config import DrainBudget, DrainSettings, EvictionSettings
 from coordinator.consolidation.drain import DISRUPTED, DrainPlan, plan_drains
-from coordinator.eviction.plan import Deadline
+from coordinator.eviction.answers import Deadline
 from coordinator.state.signals import NodeSignals
 from tests.coordinator.consolidation.drainrig import pod
 from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pdb

@@ -12,8 +12,8 @@ from kubernetes import client
 
 from coordinator.config import EventSettings, EvictionSettings
 from coordinator.decisionlog import DecisionLog
+from coordinator.eviction.answers import Level, Plan, Victim
 from coordinator.eviction.executor import Executor
-from coordinator.eviction.plan import Level, Plan, Victim
 from coordinator.kube.approvals import ApprovalReader
 from coordinator.kube.client import api_client
 from coordinator.kube.events import EventRecorder

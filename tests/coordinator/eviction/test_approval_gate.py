@@ -24,7 +24,7 @@ from kubernetes import client
 
 from cli import approve as approve_cli
 from common import annotations as ann
-from coordinator.eviction.plan import Plan, Victim
+from coordinator.eviction.answers import Plan, Victim
 from coordinator.kube.approvals import LABEL, PLAN_KEY
 from hack.kubeapi import KubeApi
 from hack.kubeapi.faults import Fault

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from coordinator.eviction.plan import Plan, plan_preemption
+from coordinator.eviction.answers import Plan
+from coordinator.eviction.plan import plan_preemption
 from coordinator.eviction.round import outdated
 from coordinator.live import nominations
 from coordinator.state.podfacts import PodFacts

@@ -9,15 +9,8 @@ import numpy as np
 import pytest
 
 from coordinator.config import CoordinatorSettings, EvictionSettings, PolicySettings
-from coordinator.eviction.plan import (
-    Deadline,
-    Level,
-    Plan,
-    Refusal,
-    level_of,
-    narrow_victims,
-    plan_pressure,
-)
+from coordinator.eviction.answers import Deadline, Level, Plan, Refusal, level_of
+from coordinator.eviction.plan import narrow_victims, plan_pressure
 from coordinator.eviction.plan import plan_preemption as plan
 from coordinator.eviction.view import given_back
 from coordinator.live.decisions import judge

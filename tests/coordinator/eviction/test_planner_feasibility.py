@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from coordinator.config import CoordinatorSettings, EvictionSettings, PolicySettings
-from coordinator.eviction.plan import Plan, Refusal, narrow_victims, plan_preemption
+from coordinator.eviction.answers import Plan, Refusal
+from coordinator.eviction.plan import narrow_victims, plan_preemption
 from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pod
 
 CRITICAL = 1_000_000_000

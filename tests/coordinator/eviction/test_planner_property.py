@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from coordinator.eviction.plan import Plan, Refusal, plan_preemption
+from coordinator.eviction.answers import Plan, Refusal
+from coordinator.eviction.plan import plan_preemption
 from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pdb, pod, roomy_caps
 
 LEVEL_OF_PRIORITY = {0: 1, 1_000: 2, 10_000: 3, 2_000_000_000: 4}

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator import feasibility
-from coordinator.eviction.plan import Plan, Refusal, plan_preemption
+from coordinator.eviction.answers import Plan, Refusal
+from coordinator.eviction.plan import plan_preemption
 from tests.coordinator.eviction.evictrig import NOW, EvictRig, roomy_caps
 from tests.coordinator.eviction.test_planner_property import clusters, levels, rules_hold
 

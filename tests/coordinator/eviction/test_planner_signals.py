@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from coordinator.eviction import plan as planner
-from coordinator.eviction.plan import Plan, Refusal, narrow_victims, plan_preemption
+from coordinator.eviction.answers import Plan, Refusal
+from coordinator.eviction.plan import narrow_victims, plan_preemption
 from coordinator.state.cluster import ClusterState
 from coordinator.state.signals import NodeSignals
 from tests.coordinator.eviction.evictrig import NOW, EvictRig, node, pod, roomy_caps

@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from coordinator.config import KubeSettings
-from coordinator.eviction.plan import queue_of
+from coordinator.eviction.answers import queue_of
 from coordinator.eviction.view import view_of
 from tests.coordinator.eviction.evictrig import EvictRig, pod, podgroup
 from tests.coordinator.integration import integration_rig as rig
