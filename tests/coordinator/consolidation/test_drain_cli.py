@@ -17,7 +17,7 @@ from coordinator.consolidation import drainview
 from coordinator.consolidation.patrol import Candidate, Patrol
 from coordinator.consolidation.view import PATROL
 from coordinator.consolidation.windows import BY_NAME, Summary
-from coordinator.services import SERVICES, Services
+from coordinator.services import SERVICES
 from tests.coordinator.consolidation.drainrig import pod
 from tests.coordinator.eviction.evictrig import EvictRig, node
 
@@ -28,15 +28,8 @@ def judged(*names_and_means: tuple[str, float]) -> list[Candidate]:
 
 
 async def serve(aiohttp_client: Any, rig: EvictRig, patrol: Patrol) -> tuple[TestClient, str]:
-    services = Services(
-        settings=rig.settings,
-        clock=rig.clock,
-        metrics=rig.cluster.metrics,
-        cluster=rig.cluster,
-        authenticator=None,  # type: ignore[arg-type]  # /debug asks none
-    )
     app = web.Application()
-    app[SERVICES] = services
+    app[SERVICES] = rig.services()
     app[PATROL] = patrol
     drainview.add_routes(app)
     client = await aiohttp_client(app)

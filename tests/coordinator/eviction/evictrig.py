@@ -10,6 +10,7 @@ from coordinator.config import CoordinatorSettings, EvictionSettings, PolicySett
 from coordinator.eviction.view import ClusterView, view_of
 from coordinator.live import LiveCluster
 from coordinator.metrics import CoordinatorMetrics
+from coordinator.services import Services
 from coordinator.state.kubeobjects import pod_request
 from coordinator.state.podfacts import PodFacts, pod_facts
 from tests.hosts import FakeClock
@@ -148,6 +149,17 @@ class EvictRig:
         view = view_of(self.cluster, cooldown_until)
         assert view is not None
         return view
+
+    def services(self) -> Services:
+        """The coordinator's services over this cluster, for the ``/debug`` routes (which
+        authenticate no one)."""
+        return Services(
+            settings=self.settings,
+            clock=self.clock,
+            metrics=self.cluster.metrics,
+            cluster=self.cluster,
+            authenticator=None,  # type: ignore[arg-type]  # /debug asks none
+        )
 
     def facts(self, obj: dict[str, Any]) -> PodFacts:
         """The facts of a (pending) pod, as the planner takes them."""

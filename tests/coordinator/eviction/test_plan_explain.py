@@ -14,20 +14,13 @@ from aiohttp.test_utils import TestClient
 from cli import plan as plan_cli
 from cli.main import build_parser
 from coordinator import debug
-from coordinator.services import SERVICES, Services
+from coordinator.services import SERVICES
 from tests.coordinator.eviction.evictrig import EvictRig, node, pod
 
 
 async def serve(aiohttp_client: Any, rig: EvictRig) -> tuple[TestClient, str]:
-    services = Services(
-        settings=rig.settings,
-        clock=rig.clock,
-        metrics=rig.cluster.metrics,
-        cluster=rig.cluster,
-        authenticator=None,  # type: ignore[arg-type]  # /debug asks none
-    )
     app = web.Application()
-    app[SERVICES] = services
+    app[SERVICES] = rig.services()
     debug.add_routes(app)
     client = await aiohttp_client(app)
     return client, str(client.make_url("")).rstrip("/")
