@@ -50,6 +50,13 @@ CONSOLIDATE_REASON: Final = PREFIX + "consolidate-reason"
 CONSOLIDATE_CORDONED: Final = PREFIX + "consolidate-cordoned"
 """Set by the patrol with the cordon it put on a node (``patrol.cordon: on``): the only
 cordons it ever lifts are those on nodes carrying it, never an operator's."""
+SCALE_HINT: Final = PREFIX + "scale-hint"
+"""Written by the autoscaling hints (:mod:`coordinator.autoscale`) on a Volcano Queue,
+or on the Namespace of a queue bounded by ResourceQuotas:
+``group=karpenter.sh/nodepool:gpu-a100,nodes=2,gap=nvidia.com/gpu:12;at=…``
+(``nodes=0,group=none`` while no known group fits the work; absent while the queue has
+room)."""
+SCALE_HINT_REASON: Final = PREFIX + "scale-hint-reason"
 KEYS: Final = (
     FULLNESS,
     CONTIGUITY,

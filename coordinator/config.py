@@ -725,6 +725,52 @@ class DrainSettings:
             )
 
 
+GROUP_LABELS = (
+    "karpenter.sh/nodepool",
+    "eks.amazonaws.com/nodegroup",
+    "cloud.google.com/gke-nodepool",
+    "kubernetes.azure.com/agentpool",
+)
+"""The Node labels the cluster autoscalers put on the nodes of a group, in the order
+looked for: Karpenter's NodePool, EKS managed node groups, GKE node pools, AKS agent
+pools."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AutoscaleSettings:
+    """Autoscaling hints (:mod:`coordinator.autoscale`): per queue, the room it lacks
+    and the node group and count to add, told on the queue (annotation, Event) and as
+    metrics by the leader. Hints only: nothing here adds, removes or changes a node."""
+
+    enabled: bool = True
+    """Work the hints out on every replica (``/debug/hints``, the metrics) and tell them
+    on the queues from the leader."""
+    interval_s: float = 60.0
+    """How often the hints are worked out (a cluster autoscaler scans every 10 s; a
+    hint that changes faster than a node boots helps nobody)."""
+    group_labels: tuple[str, ...] = GROUP_LABELS
+    """The Node labels naming a node's group, the first a node carries winning. Add
+    ``node.kubernetes.io/instance-type`` only where each instance type is a group of
+    its own: every node carries it."""
+    reserve_jobs: int = 2
+    """A queue should have room for this many standard jobs beyond its pending work
+    (the design's "less room than two standard jobs: scale")."""
+    max_nodes: int = 50
+    """At most this many nodes in one hint (1..10000): the work of one namespace's pods
+    must not ask for a fleet, however much they request."""
+    max_patches_per_s: float = 1.0
+    """Cluster-wide cap on the hints' annotation patches (queues and namespaces)."""
+
+    def __post_init__(self) -> None:
+        _positive("autoscale", interval_s=self.interval_s, max_patches_per_s=self.max_patches_per_s)
+        if not self.group_labels or any(not k or "=" in k for k in self.group_labels):
+            raise ConfigError("autoscale.group_labels: expected one or more label keys")
+        if not 0 <= self.reserve_jobs <= 100:
+            raise ConfigError("autoscale.reserve_jobs: expected 0..100")
+        if not 1 <= self.max_nodes <= 10_000:
+            raise ConfigError("autoscale.max_nodes: expected 1..10000")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinatorSettings:
     listen: str = "0.0.0.0:8080"
@@ -741,6 +787,7 @@ class CoordinatorSettings:
     extender: ExtenderSettings = field(default_factory=ExtenderSettings)
     patrol: PatrolSettings = field(default_factory=PatrolSettings)
     drain: DrainSettings = field(default_factory=DrainSettings)
+    autoscale: AutoscaleSettings = field(default_factory=AutoscaleSettings)
 
     def __post_init__(self) -> None:
         _check_address("listen", self.listen)

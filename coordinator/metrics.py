@@ -193,5 +193,25 @@ class CoordinatorMetrics:
             ["queue", "window", "kind"],
             registry=r,
         )
+        self.scale_hint_nodes = Gauge(
+            "stowage_scale_hint_nodes",
+            "Nodes the autoscaling hints would add, by queue and node group (0: the queue"
+            " lacks room but no known group fits its pending work).",
+            ["queue", "group"],
+            registry=r,
+        )
+        self.scale_hint_gap = Gauge(
+            "stowage_scale_hint_gap",
+            "Room a queue lacks, by resource, in the resource's units (cpu in cores).",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.scale_deadlocked_pods = Gauge(
+            "stowage_scale_deadlocked_pods",
+            "Pending pods whose node-group selector matches no node group known: no"
+            " autoscaler will add a node for them.",
+            ["queue"],
+            registry=r,
+        )
         self.nodes = NodeGauges()
         r.register(self.nodes)

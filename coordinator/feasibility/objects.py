@@ -177,17 +177,16 @@ def node_of(node: Mapping[str, Any]) -> Node:
         for t in (spec.get("taints") or [])
         if isinstance(t, Mapping)
     )
-    allocatable = status.get("allocatable") or status.get("capacity") or {}
     try:
-        amounts = _rounded({str(k): quantity.parse_value(str(v)) for k, v in allocatable.items()})
-    except (QuantityError, AttributeError) as e:
+        allocatable = amounts(status.get("allocatable") or status.get("capacity") or {})
+    except Malformed as e:
         raise Malformed(f"status.allocatable: {e}") from e
     return Node(
         name=str(meta.get("name") or ""),
         labels=_strings(meta.get("labels")),
         taints=taints,
         unschedulable=spec.get("unschedulable") is True,
-        allocatable=amounts,
+        allocatable=allocatable,
     )
 
 
@@ -356,6 +355,16 @@ def _label_keys(raw: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[Requ
         if k in labels
     )
     return tuple(out)
+
+
+def amounts(raw: Mapping[str, Any]) -> dict[str, int]:
+    """A resource list (``{"cpu": "500m", "memory": "1Gi"}``) in the model's units: cpu in
+    milli-cores, the rest in units, rounded up; :class:`Malformed` for a quantity that is
+    not one. Node allocatable and queue capabilities alike."""
+    try:
+        return _rounded({str(k): quantity.parse_value(str(v)) for k, v in raw.items()})
+    except (QuantityError, AttributeError) as e:
+        raise Malformed(str(e)) from e
 
 
 def _rounded(amounts: podspec.Amounts) -> dict[str, int]:
