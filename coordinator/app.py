@@ -27,7 +27,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator import debug, ingest, ui
-from coordinator.consolidation import drainer, drainview, marker, patrol, taint, view
+from coordinator.consolidation import crane, drainer, drainview, marker, patrol, taint, view
 from coordinator.eviction.cycle import Cycle
 from coordinator.eviction.executor import Executor
 from coordinator.extender import kube as kube_extender
@@ -297,6 +297,10 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
     # Every writer other than the elector passes ``elector.fence`` right before each write.
     tasks = [asyncio.create_task(elector.run(), name="stowage-leader")]
     if settings.publisher.enabled:
+        load = None
+        if settings.publisher.crane_annotations:  # every replica samples; the leader writes
+            load = crane.CraneLoad(services.cluster, services.clock)
+            tasks.append(asyncio.create_task(crane.run(load), name="stowage-crane-load"))
         pub = publisher.Publisher(
             services.cluster,
             publisher.merge_patcher(app[API_CLIENT]),
@@ -304,6 +308,7 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
             services.metrics,
             services.leader,
             elector.fence,
+            extra=None if load is None else load.annotations,
         )
         tasks.append(asyncio.create_task(pub.run(), name="stowage-publisher"))
     recorder = events.EventRecorder(

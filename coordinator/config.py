@@ -214,6 +214,9 @@ class PublisherSettings:
     """A published percentage is re-written when it moves by more than this many points."""
     max_patches_per_s: float = 20.0
     """Cluster-wide cap on Node patches (API server load at 2,000 nodes)."""
+    crane_annotations: bool = False
+    """Also write crane-scheduler's load annotations (``cpu_usage_avg_5m`` …,
+    ``node_hot_value``: :mod:`coordinator.consolidation.crane`) in the same damped patches."""
 
     def __post_init__(self) -> None:
         _positive(

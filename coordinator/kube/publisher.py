@@ -42,6 +42,17 @@ class Summary:
     state: str
 
 
+Extra = tuple[dict[str, str | None], dict[str, float]]
+"""More annotations for one node, beside Stowage's own: values (None: remove the key) and
+the numbers damping compares (crane-scheduler's, :mod:`coordinator.consolidation.crane`)."""
+
+
+def with_extra(summary: Summary, extra: Extra) -> Summary:
+    """``summary`` with ``extra``'s values and numbers added."""
+    values, numbers = extra
+    return Summary({**summary.values, **values}, {**summary.numbers, **numbers}, summary.state)
+
+
 @dataclass
 class _Published:
     summary: Summary
@@ -191,8 +202,12 @@ class Publisher:
         metrics: CoordinatorMetrics,
         leader: asyncio.Event,
         fence: Fence,
+        extra: Callable[[str, float], Extra] | None = None,
     ) -> None:
+        """``extra(node, now)`` adds annotations of other schedulers' formats, written in
+        the same patches, under the same damping and budget."""
         self._cluster = cluster
+        self._extra = extra
         self._patch = patch
         self._settings = settings
         self._metrics = metrics
@@ -233,6 +248,8 @@ class Publisher:
             if not self._leader.is_set():
                 break
             summary = summarize(cluster, name, now)
+            if self._extra is not None:
+                summary = with_extra(summary, self._extra(name, now))
             previous = self._published.get(name)
             if not due(summary, previous, now_mono, self._settings):
                 continue

@@ -39,8 +39,13 @@ def signals_of(report: NodeReport) -> NodeSignals:
         memory = psi.system.memory
         if isinstance(memory, PsiResource) and isinstance(memory.full, PsiLine):
             memory_full = memory.full.avg10_pct
-    if isinstance(usage, UsageSection) and not is_absent(usage.cpu):
-        cpu_used = usage.cpu.used_pct
+    mem_used = math.nan
+    if isinstance(usage, UsageSection):
+        if not is_absent(usage.cpu):
+            cpu_used = usage.cpu.used_pct
+        held = usage.memory
+        if held.total_b > 0:
+            mem_used = 100.0 * max(0.0, 1.0 - held.available_b / held.total_b)
     contiguous = free = -1
     if isinstance(memfrag, MemfragSection):
         contiguous = sum([n.free_b_ge_2mib for n in memfrag.nodes])
@@ -59,6 +64,7 @@ def signals_of(report: NodeReport) -> NodeSignals:
         memory_pressure_pct=memory_pressure,
         memory_full_pct=memory_full,
         cpu_used_pct=cpu_used,
+        mem_used_pct=mem_used,
         contiguous_2mib_b=contiguous,
         free_mem_b=free,
         true_allocatable_mem_b=true_allocatable,

@@ -59,6 +59,9 @@ class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     once — what the pressure-eviction trigger watches."""
     cpu_used_pct: float = math.nan
     """Real CPU use of the whole node over the agent's last interval, 0–100."""
+    mem_used_pct: float = math.nan
+    """Memory in use on the whole node, 0–100: ``1 − MemAvailable / MemTotal``, what
+    node_exporter-based load scores (crane-scheduler's ``mem_usage_active``) measure."""
     contiguous_2mib_b: int = -1
     """Free memory in blocks of 2 MiB or more, over the zones pods allocate from."""
     free_mem_b: int = -1
