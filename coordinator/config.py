@@ -649,6 +649,38 @@ class PatrolSettings:
             raise ConfigError("patrol.min_coverage: expected more than 0, up to 1")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DefragSettings:
+    """GPU defragmentation by migration (:mod:`coordinator.consolidation.defrag`): a
+    pending multi-GPU pod that fits nowhere, not even by preemption, gets room made by
+    moving a few smaller GPU pods to other nodes, evicted through the eviction executor
+    (dry run until ``evictions.enabled``) only when ``enabled``."""
+
+    enabled: bool = False
+    """The leader's eviction cycle plans migrations for pending pods preemption cannot
+    place (or would evict more pods for) and hands them to the executor. Off, a
+    migration is only shown (``stowage plan --defrag``)."""
+    min_gpus: int = 2
+    """The fewest GPUs a pending pod requests for a migration to be planned for it
+    (1..64)."""
+    max_moves: int = 4
+    """At most this many pods moved for one pending pod, gang members dragged along
+    included (1..8); the executor's caps per cycle bound it besides."""
+    max_level: str = "medium"
+    """The highest priority level a migration moves (``low``, ``medium``, ``high``), and
+    never above the pending pod's own level."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_gpus <= 64:
+            raise ConfigError("defrag.min_gpus: expected 1..64")
+        if not 1 <= self.max_moves <= 8:
+            raise ConfigError("defrag.max_moves: expected 1..8")
+        if self.max_level not in ("low", "medium", "high"):
+            raise ConfigError(
+                f"defrag.max_level: expected low, medium or high, got {self.max_level!r}"
+            )
+
+
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 """The weekday names a drain budget's ``days`` may list, Monday first (UTC)."""
 
@@ -787,6 +819,7 @@ class CoordinatorSettings:
     colocation: ColocationSettings = field(default_factory=ColocationSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
     evictions: EvictionSettings = field(default_factory=EvictionSettings)
+    defrag: DefragSettings = field(default_factory=DefragSettings)
     extender: ExtenderSettings = field(default_factory=ExtenderSettings)
     patrol: PatrolSettings = field(default_factory=PatrolSettings)
     drain: DrainSettings = field(default_factory=DrainSettings)

@@ -35,21 +35,17 @@ Pure: reads a :class:`~coordinator.eviction.view.ClusterView` and changes nothin
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-import numpy as np
-
 from coordinator import feasibility
 from coordinator.config import DrainSettings, EvictionSettings
 from coordinator.consolidation import budgets
+from coordinator.consolidation.placer import Placer
 from coordinator.eviction.answers import NO_DEADLINE, Deadline, Level, Plan
 from coordinator.eviction.plan import _Rules
 from coordinator.eviction.view import ClusterView
-from coordinator.live.decisions import judge
 from coordinator.state.cluster import Placement
 
 DISRUPTED: Final = "stowage.io/disrupted"
@@ -118,7 +114,7 @@ def plan_drains(
     order = [*under_way, *(n for n in dict.fromkeys(candidates) if n not in under_way)]
     displacer = Level[settings.max_level.upper()] + evictions.min_level_gap
     rules = _Rules(view, displacer, evictions, now, capped=True)
-    placer = _Placer(view, closed=set(under_way))
+    placer = _Drains(view, closed=set(under_way))
     drains: list[Drain] = []
     blocked: list[Blocked] = []
     evicted: list[str] = []  # every drain's pods so far: budgets and caps hold for all
@@ -186,7 +182,7 @@ def _refused_node(
     node: str,
     exempt: bool,
     drains: Sequence[Drain],
-    placer: _Placer,
+    placer: _Drains,
     settings: DrainSettings,
     now: float,
 ) -> str | None:
@@ -263,19 +259,9 @@ def _size(view: ClusterView, uid: str) -> tuple[int, int, int, str]:
 # ------------------------------------------------------------------ placement
 
 
-class _Placer:
-    """A working copy of the cluster that the plan's moves are placed into, one pod at a
-    time: Stowage's state (its filter and the policy's score) and kube-scheduler's
-    (the feasibility snapshot)."""
-
-    def __init__(self, view: ClusterView, closed: set[str]) -> None:
-        self.view = view
-        self.state = copy.deepcopy(view.state)
-        self.pods = dict(view.snapshot.pods)
-        self.snapshot = view.snapshot
-        self.closed = closed
-        """Nodes no pod may move to: those draining already and those the plan drains."""
-        self.received: set[str] = set()
+class _Drains(Placer):
+    """The plan's working copy of the cluster (:class:`Placer`): each drained node's pods
+    placed, its node closed to every later pod."""
 
     def drain(
         self, node: str, pods: Sequence[str], deadline: Deadline
@@ -284,14 +270,14 @@ class _Placer:
         one fits nowhere (:data:`_LATE`: the deadline passed first), with nothing taken."""
         was_closed = node in self.closed
         self.closed.add(node)
-        originals = {u: self.pods.pop(u) for u in pods if u in self.pods}
+        originals = self.lift(pods)
         taken: list[tuple[str, str, Placement]] = []
         failure = None
         for uid in pods:
             if deadline.passed():
                 failure = _LATE
                 break
-            found = self._place(uid)
+            found = self.place(uid)
             if isinstance(found, str):
                 failure = f"{self.view.pods[uid].key} fits on no other node: {found}"
                 break
@@ -300,57 +286,8 @@ class _Placer:
             self.received.update(dest for _, dest, _ in taken)
             return [(uid, dest) for uid, dest, _ in taken]
         for uid, _, placement in taken:  # put back what the drain took
-            request = self.view.pods[uid].request
-            milli = request.gpu_milli if placement.devices else 0
-            self.state.release(placement, request.cpu_m, request.mem_b, milli, request.tag)
-            del self.pods[uid]
-        self.pods.update(originals)
-        self.snapshot = feasibility.Snapshot(self.snapshot.nodes, self.pods)
+            self.give_back(uid, placement)
+        self.restore(originals)
         if not was_closed:
             self.closed.discard(node)
         return failure
-
-    def _place(self, uid: str) -> tuple[str, Placement] | str:
-        view, state = self.view, self.state
-        facts = view.pods[uid]
-        request = facts.request
-        rows = np.array(
-            [i for i, n in enumerate(state.names) if n not in self.closed], dtype=np.int64
-        )
-        if not len(rows):
-            return "every other node is draining"
-        found = judge(state, view.policy, request, rows, view.signals)
-        passing = rows[~found.refused]
-        if not len(passing):
-            return f"Stowage's filter refuses it everywhere ({found.reasons[0]})"
-        scores = view.policy.score_nodes(state, request, passing)
-        order = sorted(
-            zip(passing.tolist(), scores.tolist(), strict=True),
-            key=lambda p: (-p[1], state.names[p[0]]),
-        )
-        moved = dataclasses.replace(facts.scheduling, node=None, nominated=None)
-        self.snapshot = feasibility.Snapshot(self.snapshot.nodes, self.pods)
-        question = feasibility.Question(moved, self.snapshot)
-        first: feasibility.Verdict | None = None
-        for i, _ in order:
-            name = state.names[i]
-            verdict = question.without(name)
-            if not verdict.fits:
-                first = first or verdict
-                continue
-            devices = view.policy.devices(state, i, request) if request.gpus else ()
-            milli = request.gpu_milli if devices else 0
-            placement = Placement(i, devices)
-            try:
-                state.allocate(placement, request.cpu_m, request.mem_b, milli, request.tag)
-            except ValueError as e:  # the filter's room and the devices' disagree: not here
-                first = first or feasibility.Verdict(feasibility.Outcome.REFUSED, "", str(e))
-                continue
-            self.pods[uid] = dataclasses.replace(moved, node=name)
-            return name, placement
-        assert first is not None
-        rule = f"{first.rule}: " if first.rule else ""
-        return (
-            "kube-scheduler's filters refuse it on every node Stowage's filter passes"
-            f" ({rule}{first.reason})"
-        )
