@@ -27,6 +27,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coordinator import debug, ingest, ui
+from coordinator.autoscale import board, teller
+from coordinator.autoscale import view as hintsview
 from coordinator.consolidation import crane, drainer, drainview, marker, patrol, taint, view
 from coordinator.eviction.cycle import Cycle
 from coordinator.eviction.executor import Executor
@@ -72,6 +74,9 @@ def make_app(
     volcano_extender.add_routes(app)
     app[NODE_VIEW] = NodeView(services.cluster)
     app[view.PATROL] = patrol.Patrol(services.cluster, services.settings.patrol, services.clock)
+    app[hintsview.HINTS] = board.Board(
+        services.cluster, services.settings.autoscale, services.clock
+    )
     app[LOOP_LAG] = LoopLag(services.clock)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -99,12 +104,16 @@ def make_extender_app(services: Services) -> web.Application:
 
 
 def make_debug_app(
-    services: Services, node_view: NodeView | None = None, watch: patrol.Patrol | None = None
+    services: Services,
+    node_view: NodeView | None = None,
+    watch: patrol.Patrol | None = None,
+    hints: board.Board | None = None,
 ) -> web.Application:
     """``/debug/*`` and ``/ui`` alone, for the debug listener (``server.debug_listen``).
     ``node_view`` is the main application's, so that ``/debug/nodes`` and the per-node
     gauges in ``/metrics`` share one view (and its cache of pod shapes); ``watch`` is its
-    utilisation patrol, whose windows ``/debug/patrol`` shows. Read-only:
+    utilisation patrol, whose windows ``/debug/patrol`` shows; ``hints`` its autoscaling
+    hints (``/debug/hints``). Read-only:
     background tasks run in the main application only."""
     app = web.Application()
     app[SERVICES] = services
@@ -112,8 +121,12 @@ def make_debug_app(
     app[view.PATROL] = watch or patrol.Patrol(
         services.cluster, services.settings.patrol, services.clock
     )
+    app[hintsview.HINTS] = hints or board.Board(
+        services.cluster, services.settings.autoscale, services.clock
+    )
     debug.add_routes(app)
     view.add_routes(app)
+    hintsview.add_routes(app)
     drainview.add_routes(app)
     ui.add_routes(app)
     return app
@@ -271,11 +284,54 @@ async def _watches(app: web.Application) -> AsyncIterator[None]:
             services.settings.kube.resync_s,
         ),
     ]
+    if services.settings.autoscale.enabled:
+        reflectors += _capacity_reflectors(app, loop)
     for reflector in reflectors:
         reflector.start()
     yield
     for reflector in reflectors:
         reflector.stop()
+
+
+def _capacity_reflectors(
+    app: web.Application, loop: asyncio.AbstractEventLoop
+) -> list[watches.Reflector]:
+    """Volcano's Queues and the ResourceQuotas: what each queue may hold, for the
+    autoscaling hints. Both optional (a type not served is none: no Volcano, or the API
+    emulator's lack of quotas); not awaited by /readyz: only the hints wait for them."""
+    from kubernetes import client
+
+    services, capacities = app[SERVICES], app[hintsview.HINTS].capacities
+    queues = functools.partial(
+        client.CustomObjectsApi(app[API_CLIENT]).list_cluster_custom_object,
+        teller.VOLCANO_GROUP,
+        teller.VOLCANO_VERSION,
+        "queues",
+    )
+    feeds = [
+        ("queues", queues, capacities.replace_queues, capacities.upsert_queue,
+         capacities.remove_queue),
+        ("resourcequotas",
+         client.CoreV1Api(app[API_CLIENT]).list_resource_quota_for_all_namespaces,
+         capacities.replace_quotas, capacities.upsert_quota, capacities.remove_quota),
+    ]  # fmt: skip
+    return [
+        watches.Reflector(
+            name,
+            lister,
+            watches.Feed(
+                replace=replace,
+                upsert=upsert,
+                delete=delete,
+                synced=lambda: None,
+                optional=True,
+            ),
+            loop,
+            services.metrics,
+            services.settings.kube.resync_s,
+        )
+        for name, lister, replace, upsert, delete in feeds
+    ]
 
 
 async def _leadership(app: web.Application) -> AsyncIterator[None]:
@@ -374,6 +430,25 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
                     services.clock,
                 ),
                 name="stowage-patrol",
+            )
+        )
+    if settings.autoscale.enabled:  # every replica works hints out; the leader tells them
+        hints = app[hintsview.HINTS]
+        tells = teller.Teller(
+            teller.annotated(app[API_CLIENT]), teller.patcher(app[API_CLIENT]), recorder,
+            elector.fence, settings.autoscale, services.clock,
+        )  # fmt: skip
+        tasks.append(
+            asyncio.create_task(
+                teller.run(
+                    hints.planner,
+                    tells,
+                    services.metrics,
+                    services.leader,
+                    settings.autoscale,
+                    hints.keep,
+                ),
+                name="stowage-scale-hints",
             )
         )
     yield

@@ -47,6 +47,7 @@ from common.clock import SystemClock
 from common.errors import ConfigError
 from coordinator import app as coordinator_app
 from coordinator import auth, eventloop
+from coordinator.autoscale.view import HINTS
 from coordinator.config import CoordinatorSettings
 from coordinator.consolidation.view import PATROL
 from coordinator.kube.client import api_client
@@ -188,7 +189,7 @@ def build_listeners(
         found.append((extender, f" the kube-scheduler extender{mutual}"))
     if server.debug_listen is not None:
         host, port = _address(server.debug_listen)
-        debug = coordinator_app.make_debug_app(services, app[NODE_VIEW], app[PATROL])
+        debug = coordinator_app.make_debug_app(services, app[NODE_VIEW], app[PATROL], app[HINTS])
         found.append((listener.Listener(debug, host, port, limits), " /debug and /ui"))
     return found
 

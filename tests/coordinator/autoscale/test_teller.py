@@ -1,0 +1,185 @@
+"""The leader tells the hints on the queues' Namespaces — annotation, Event, metrics —
+through the real client against the API emulator (which serves no Volcano Queues: the
+queues here are namespace queues): fenced, rate-limited, cleared once a queue has room,
+and what an earlier term left judged afresh."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from prometheus_client import generate_latest
+
+from common import annotations as ann
+from coordinator.autoscale import teller
+from coordinator.config import AutoscaleSettings, EventSettings
+from coordinator.kube.client import api_client
+from coordinator.kube.events import EventRecorder
+from coordinator.kube.leader import Fence
+from hack.kubeapi import KubeApi
+from hack.kubeapi.resources import EVENTS, NAMESPACES
+from tests.coordinator.autoscale.rig import A100, POOL, TOLERATE, Rig, pod, quota
+
+NAMESPACES_ = ("batch", "team-b", "team-c", "gpu-team")
+BATCH = {"group": f"{POOL}:cpu", "nodes": "2", "gap": "cpu:46"}
+"""batch's hint (tests/coordinator/autoscale/test_hints.py): 46 CPUs lacking, 2 cpu nodes."""
+
+
+class Tell:
+    def __init__(self, kube: KubeApi, api: Any, **settings: Any) -> None:
+        self.kube = kube
+        self.rig = Rig()
+        self.rig.capacities.remove_queue({"metadata": {"name": "research"}})
+        self.settings = AutoscaleSettings(**{"max_patches_per_s": 10.0, **settings})
+        clock = self.rig.clock
+        self.fence = Fence(1e9, clock.monotonic)
+        self.fence.renewed(clock.monotonic())
+        recorder = EventRecorder(
+            client.CoreV1Api(api), self.fence, clock, EventSettings(), self.rig.metrics
+        )
+        self.teller = teller.Teller(
+            teller.annotated(api), teller.patcher(api), recorder, self.fence, self.settings, clock
+        )
+        self.term = False
+
+    async def tell(self) -> int:
+        if not self.term:
+            assert await self.teller.start_term()
+            self.term = True
+        self.rig.clock.advance(10.0)  # a full patch budget
+        return await self.teller.tell(self.rig.plan(max_patches_per_s=10.0))
+
+    def annotations(self, namespace: str) -> dict[str, str]:
+        obj = self.kube.store.get(NAMESPACES, "", namespace)
+        return dict(obj["metadata"].get("annotations") or {})
+
+    def hint(self, namespace: str) -> dict[str, str] | None:
+        value = self.annotations(namespace).get(ann.SCALE_HINT)
+        return None if value is None else ann.parse(value)[0]
+
+    def events(self) -> list[tuple[str, str, str, str]]:
+        items = self.kube.store.list(EVENTS, "default")[0]
+        return sorted(
+            (e["involvedObject"]["kind"], e["involvedObject"]["name"], e["type"], e["reason"])
+            for e in items
+        )
+
+
+@pytest.fixture
+def kube() -> Iterator[KubeApi]:
+    with KubeApi.in_thread() as api:
+        for name in NAMESPACES_:
+            api.store.create(NAMESPACES, {"metadata": {"name": name}})
+        yield api
+
+
+@pytest.fixture
+def make(kube: KubeApi) -> Iterator[Any]:
+    with api_client(host=kube.url) as api:
+        yield lambda **settings: Tell(kube, api, **settings)
+
+
+async def test_a_queue_short_of_room_is_told_once_and_cleared_when_it_has_room(make: Any) -> None:
+    t = make()
+    assert await t.tell() == 1  # batch alone lacks room; team-b has room
+    assert t.hint("batch") == BATCH
+    assert t.annotations("batch")[ann.SCALE_HINT_REASON] == t.rig.hint("batch").reason
+    assert ann.parse(t.annotations("batch")[ann.SCALE_HINT])[1] == ann.timestamp(t.rig.clock.wall())
+    assert t.hint("team-b") is None
+    assert t.events() == [
+        ("Namespace", "batch", "Normal", "ScaleHint"),
+        ("Namespace", "team-c", "Warning", "ScaleDeadlock"),  # its pod selects gpu-h100
+    ]
+    assert await t.tell() == 0  # told: nothing more, no Event again
+    assert len(t.events()) == 2
+
+    for i in (1, 2, 3):  # batch's pending pods are placed elsewhere: room again
+        t.rig.cluster.remove_pod(pod(f"b{i}", "batch", 20))
+    assert await t.tell() == 1
+    assert ann.SCALE_HINT not in t.annotations("batch")
+    assert ann.SCALE_HINT_REASON not in t.annotations("batch")
+    assert ("Namespace", "batch", "Normal", "ScaleHintCleared") in t.events()
+
+
+async def test_a_changed_hint_is_written_again(make: Any) -> None:
+    t = make()
+    await t.tell()
+    t.rig.cluster.upsert_pod(pod("b4", "batch", 20, selector={POOL: "cpu"}))
+    # 4 × 20 + 2 × 20 = 120 wanted, 54 free: 66 lacking, ceil(66 / 32) = 3 nodes.
+    assert await t.tell() == 1
+    assert t.hint("batch") == {"group": f"{POOL}:cpu", "nodes": "3", "gap": "cpu:66"}
+    assert [e for e in t.events() if e[1] == "batch"] == [
+        ("Namespace", "batch", "Normal", "ScaleHint"),
+        ("Namespace", "batch", "Normal", "ScaleHint"),
+    ]
+
+
+async def test_without_the_lease_nothing_is_written(make: Any) -> None:
+    t = make()
+    t.fence.revoke()
+    assert await t.tell() == 0
+    assert t.hint("batch") is None and t.events() == []
+
+
+async def test_patches_wait_for_the_budget(make: Any) -> None:
+    t = make(max_patches_per_s=0.5)  # one token at a time, one every 2 s
+    t.rig.capacities.upsert_quota(quota("gpu-team", "q", {"requests.nvidia.com/gpu": "16"}, {}))
+    # 2 GPUs pending (A100) + 2 × 2 reserve = 6 wanted, g2 has 4 free: 1 a100 node.
+    t.rig.cluster.upsert_pod(pod("g", "gpu-team", 1, 2, selector=A100, tolerations=TOLERATE))
+    assert await t.teller.start_term()
+    t.rig.clock.advance(2.0)
+    hints = t.rig.plan()
+    assert await t.teller.tell(hints) == 1
+    assert (t.hint("batch"), t.hint("gpu-team")) == (BATCH, None)  # sorted by queue
+    assert await t.teller.tell(hints) == 0  # no token left, and the deadlock waits too
+    assert [e[1] for e in t.events()] == ["batch"]
+    t.rig.clock.advance(2.0)
+    assert await t.teller.tell(hints) == 1
+    assert t.hint("gpu-team") == {
+        "group": f"{POOL}:gpu-a100",
+        "nodes": "1",
+        "gap": "nvidia.com/gpu:2",
+    }
+
+
+async def test_a_new_term_clears_a_hint_no_longer_due_and_keeps_one_that_is(
+    make: Any, kube: KubeApi
+) -> None:
+    t = make()
+    for namespace, pairs in (("team-b", {"group": "x", "nodes": "9", "gap": "cpu:1"}),
+                             ("batch", BATCH)):  # fmt: skip
+
+        def leftover(obj: dict[str, Any], pairs: dict[str, str] = pairs) -> dict[str, Any]:
+            notes = {ann.SCALE_HINT: ann.value(pairs, 0), "other": "kept"}
+            obj["metadata"]["annotations"] = notes
+            obj["metadata"]["resourceVersion"] = ""
+            return obj
+
+        kube.store.update(NAMESPACES, "", namespace, leftover)
+    assert await t.tell() == 1  # team-b's is cleared; batch's stands as it was
+    assert t.annotations("team-b") == {"other": "kept"}
+    assert t.annotations("batch") == {ann.SCALE_HINT: ann.value(BATCH, 0), "other": "kept"}
+    assert [e[1:] for e in t.events() if e[3].startswith("ScaleHint")] == [
+        ("team-b", "Normal", "ScaleHintCleared")
+    ]
+
+
+def test_the_metrics_carry_each_hint_and_deadlock_and_drop_a_settled_queue() -> None:
+    rig = Rig()
+    teller.publish(rig.plan(), rig.metrics)
+    text = generate_latest(rig.metrics.registry).decode()
+    assert 'stowage_scale_hint_nodes{group="karpenter.sh/nodepool:cpu",queue="batch"} 2.0' in text
+    assert (
+        'stowage_scale_hint_nodes{group="karpenter.sh/nodepool:gpu-a100",queue="research"} 2.0'
+        in text
+    )
+    assert 'stowage_scale_hint_gap{queue="batch",resource="cpu"} 46.0' in text
+    assert 'stowage_scale_hint_gap{queue="research",resource="nvidia.com/gpu"} 16.0' in text
+    assert 'stowage_scale_deadlocked_pods{queue="team-c"} 1.0' in text
+    assert 'queue="team-b"' not in text  # room enough: no series
+    for i in (1, 2, 3):
+        rig.cluster.remove_pod(pod(f"b{i}", "batch", 20))
+    teller.publish(rig.plan(), rig.metrics)
+    assert 'queue="batch"' not in generate_latest(rig.metrics.registry).decode()
