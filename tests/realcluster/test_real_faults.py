@@ -356,18 +356,6 @@ def refused_now(url: str) -> dict[str, str]:
     return dict(answer["FailedAndUnresolvableNodes"] or {})
 
 
-def failed_open(scheduler_log: Path, namespace: str) -> set[str]:
-    """The pods of ``namespace`` that kube-scheduler placed without Stowage's answer at
-    least once (the call failed or timed out, and the extender is ``ignorable``), by its
-    own log."""
-    marker = "Skipping extender as it returned error"
-    found = set()
-    for line in scheduler_log.read_text(errors="replace").splitlines():
-        if marker in line and f'pod="{namespace}/' in line:
-            found.add(line.split(f'pod="{namespace}/', 1)[1].split('"', 1)[0])
-    return found
-
-
 MOST_FAILED_OPEN = len(PODS) // 20
 """Calls kube-scheduler may give up on while the coordinator answers: a call that takes
 longer than ``httpTimeout`` (100 ms) on a machine of two busy cores. Each such pod is placed
@@ -396,7 +384,7 @@ def test_the_heaviest_reports_leave_scheduling_as_it_was(
     run = scheduled_despite(cluster, kubeconfigs, namespace, heaviest_reports, REPORTING)
     (agents,) = flood
     largest, ordinary = agents.statuses["largest"], agents.statuses["ordinary"]
-    unanswered = failed_open(run.scheduler_log, namespace)
+    unanswered = set(scheduling.skipped_filters(run.scheduler_log, namespace))
     print(
         f"heaviest reports: half of {len(PODS)} pods bound in {run.half_s:.1f} s;"
         f" {len(largest)} largest reports sent (answered: {sorted(set(largest))}),"

@@ -33,7 +33,7 @@ from tests.kit import free_port
 from tests.realcluster import kit
 
 OWNER = "test-scheduler"
-NODES = 200
+NODES = 100
 SEED = 11
 POOL = {scheduling.POOL_LABEL: "trace"}
 NODE_LIST = trace.OPENB / trace.OPENB_GPU_NODES
@@ -107,6 +107,8 @@ def test_trace_pods_placed_through_stowage_fit_their_gpus_and_leave_fewer_idle(
         prioritizes = coordinator.metric(
             url, "stowage_request_duration_seconds_count", {"verb": "prioritize"}
         )
+    assert stowage.scheduler_log is not None
+    skipped = scheduling.skipped_filters(stowage.scheduler_log, "rc-sched-stowage")
     plain_use = scheduling.gpu_use(rig.specs, rig.pods, plain.bound)
     stowage_use = scheduling.gpu_use(rig.specs, rig.pods, stowage.bound)
     figures = {
@@ -130,6 +132,7 @@ def test_trace_pods_placed_through_stowage_fit_their_gpus_and_leave_fewer_idle(
             "seconds": round(stowage.seconds, 1),
             "filter_calls": filters,
             "prioritize_calls": prioritizes,
+            "filter_calls_given_up": len(skipped),
         },
     }
     (rig.out / "figures.json").write_text(json.dumps(figures, indent=2))
@@ -141,7 +144,9 @@ def test_trace_pods_placed_through_stowage_fit_their_gpus_and_leave_fewer_idle(
     assert filters >= len(rig.pods) - len(stowage.pending)
     # These job pods ask for no soft placement: the filter picked each one's node itself,
     # and kube-scheduler bound there without calling prioritize (extender.pick_in_filter).
-    assert prioritizes == 0
+    # Only a filter call kube-scheduler gave up on (past the 100 ms httpTimeout on two busy
+    # cores; its log names each) leaves it to score the nodes, prioritize included.
+    assert prioritizes <= len(skipped), figures
     # What remains is a race the extender cannot see: kube-scheduler's total score may pick
     # another node than the one Stowage ranked first (and assumed the pod on), and the
     # next pods are filtered before the pod watch shows where it went (the README's "On a
