@@ -302,35 +302,41 @@ def _capacity_reflectors(
     from kubernetes import client
 
     services, capacities = app[SERVICES], app[hintsview.HINTS].capacities
-    queues = functools.partial(
-        client.CustomObjectsApi(app[API_CLIENT]).list_cluster_custom_object,
-        teller.VOLCANO_GROUP,
-        teller.VOLCANO_VERSION,
-        "queues",
-    )
-    feeds = [
-        ("queues", queues, capacities.replace_queues, capacities.upsert_queue,
-         capacities.remove_queue),
-        ("resourcequotas",
-         client.CoreV1Api(app[API_CLIENT]).list_resource_quota_for_all_namespaces,
-         capacities.replace_quotas, capacities.upsert_quota, capacities.remove_quota),
-    ]  # fmt: skip
+    resync_s = services.settings.kube.resync_s
     return [
         watches.Reflector(
-            name,
-            lister,
+            "queues",
+            functools.partial(
+                client.CustomObjectsApi(app[API_CLIENT]).list_cluster_custom_object,
+                "scheduling.volcano.sh",
+                "v1beta1",
+                "queues",
+            ),
             watches.Feed(
-                replace=replace,
-                upsert=upsert,
-                delete=delete,
+                replace=capacities.replace_queues,
+                upsert=capacities.upsert_queue,
+                delete=capacities.remove_queue,
                 synced=lambda: None,
                 optional=True,
             ),
             loop,
             services.metrics,
-            services.settings.kube.resync_s,
-        )
-        for name, lister, replace, upsert, delete in feeds
+            resync_s,
+        ),
+        watches.Reflector(
+            "resourcequotas",
+            client.CoreV1Api(app[API_CLIENT]).list_resource_quota_for_all_namespaces,
+            watches.Feed(
+                replace=capacities.replace_quotas,
+                upsert=capacities.upsert_quota,
+                delete=capacities.remove_quota,
+                synced=lambda: None,
+                optional=True,
+            ),
+            loop,
+            services.metrics,
+            resync_s,
+        ),
     ]
 
 

@@ -223,7 +223,7 @@ def annotated(api_client: Any) -> Callable[[], dict[Target, str]]:
                 found[(NAMESPACE, name_of(ns))] = value
         try:
             queues = custom.list_cluster_custom_object(
-                VOLCANO_GROUP, VOLCANO_VERSION, "queues", _request_timeout=LIST_TIMEOUT_S
+                "scheduling.volcano.sh", "v1beta1", "queues", _request_timeout=LIST_TIMEOUT_S
             )
         except ApiException as e:
             if e.status != 404:
@@ -250,8 +250,8 @@ def patcher(api_client: Any) -> Callable[[Target, dict[str, Any]], None]:
         kind, name = target
         if kind == QUEUE:
             custom.patch_cluster_custom_object(
-                VOLCANO_GROUP,
-                VOLCANO_VERSION,
+                "scheduling.volcano.sh",
+                "v1beta1",
                 "queues",
                 name,
                 body,
