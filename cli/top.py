@@ -16,6 +16,10 @@ reported). ``!`` after the GPUs: some of them are unhealthy, not offered to new 
 ``--queues`` prints instead each queue's cost over a patrol window (``--window``: 5m, 1h
 or 1d; ``GET /debug/patrol/queues``): CPU core-hours and GPU-hours its pods used and
 were allocated, and the share used (a queue is a Volcano PodGroup's, else a namespace).
+``--hints`` prints instead each bounded queue's autoscaling hint (``GET /debug/hints``):
+how many nodes of which node group it should grow by (``none``: it lacks room but no known
+group takes its pods; ``-``: it has room), what it lacks (cpu in cores) and its pending
+pods; then the deadlocked queues, whose pending pods select a node group no node has.
 Exits 0, or 2 with one line when the coordinator cannot be asked or an option is wrong.
 """
 
@@ -56,6 +60,15 @@ QUEUE_COLUMNS: Final = (
     ("GPU-H USED", 11), ("ALLOC", 10), ("USE", 5),
 )  # fmt: skip
 """The ``--queues`` table's columns, 78 wide."""
+HINT_COLUMNS: Final = (
+    ("QUEUE", 16),
+    ("ADD", 3),
+    ("NODE GROUP", 30),
+    ("LACKING", 18),
+    ("PENDING", 7),
+)
+"""The ``--hints`` table's columns (queue, group and what is lacking left, counts right;
+two spaces around the group), 80 wide."""
 CLEAR: Final = "\x1b[H\x1b[2J"
 """ANSI: cursor home, clear the screen (``--watch`` redraws in place)."""
 
@@ -76,6 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--window", default="1h", choices=("5m", "1h", "1d"), help="the window of --queues"
     )
     parser.add_argument(
+        "--hints", action="store_true", help="each queue's autoscaling hint instead of nodes"
+    )
+    parser.add_argument(
         "--watch",
         type=_positive_seconds,
         metavar="SECONDS",
@@ -94,13 +110,15 @@ def main(
     params = {"filter": args.filter} if args.filter else {}
     try:
         while True:
-            what, path = (
-                ("queue", "/debug/patrol/queues") if args.queues else ("node", "/debug/nodes")
+            what, path, query = (
+                ("queue", "/debug/patrol/queues", {"window": args.window})
+                if args.queues
+                else ("hint", "/debug/hints", {})
+                if args.hints
+                else ("node", "/debug/nodes", params)
             )
             try:
-                answer = debugask.ask(
-                    args.coordinator, path, {"window": args.window} if args.queues else params
-                )
+                answer = debugask.ask(args.coordinator, path, query)
             except debugask.AskError as e:
                 print(f"stowage top: {e}", file=sys.stderr)
                 return 2
@@ -112,6 +130,8 @@ def main(
                 out.write(CLEAR)
             if args.queues:
                 out.write(queue_table(rows, answer["window"]["name"], args.limit))
+            elif args.hints:
+                out.write(hint_table(answer, args.limit))
             else:
                 out.write(table(rows, args.sort, args.limit))
             out.flush()
@@ -167,6 +187,43 @@ def queue_table(queues: Sequence[Mapping[str, Any]], window: str, limit: int | N
     return "\n".join(lines) + "\n"
 
 
+def hint_table(answer: Mapping[str, Any], limit: int | None) -> str:
+    """The header line, a row per queue (as the coordinator sorts them: by name), and
+    the deadlocks below."""
+    hints, deadlocks = answer["hints"], answer.get("deadlocks") or []
+    lacking = sum(1 for h in hints if h["scale"])
+    lines = [
+        f"{len(hints)} queues, {lacking} lacking room, {len(deadlocks)} deadlocked;"
+        f" {len(answer.get('groups') or [])} node groups known",
+        _hint_line([title for title, _ in HINT_COLUMNS]),
+    ]
+    for h in hints[:limit]:
+        add = "-" if not h["scale"] else "none" if h["group"] is None else str(h["nodes"])
+        gap = ", ".join(f"{r} {v:g}" for r, v in h["gap"].items()) or "-"
+        lines.append(_hint_line([h["queue"], add, h["group"] or "-", gap, str(h["pending"])]))
+    if deadlocks:
+        lines.append(f"{'DEADLOCKED QUEUE':<16} {'PODS':>4}  SELECTING NO KNOWN GROUP")
+        for d in deadlocks[:limit]:
+            line = f"{_cut(d['queue'], 16):<16} {d['pods']:>4}  {d['wants']} (e.g. {d['example']})"
+            lines.append(_cut(line, 80))
+    return "\n".join(lines) + "\n"
+
+
+def _hint_line(cells: Sequence[str]) -> str:
+    (queue, w0), (add, w1), (group, w2), (gap, w3), (pending, w4) = zip(
+        cells, (w for _, w in HINT_COLUMNS), strict=True
+    )
+    return (
+        f"{_cut(queue, w0):<{w0}} {_cut(add, w1):>{w1}}  {_cut(group, w2):<{w2}}"
+        f"  {_cut(gap, w3):<{w3}} {_cut(pending, w4):>{w4}}"
+    ).rstrip()
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` cut to ``width`` with ``~`` where it is longer."""
+    return text if len(text) <= width else text[: width - 1] + "~"
+
+
 def _cells(t: Tile) -> list[str]:
     gpus = f"{t['gpu_free_milli'] / 1000:.1f}/{t['gpus']}" if t["gpus"] else "-"
     if t.get("gpu_unhealthy"):
@@ -192,8 +249,7 @@ def _line(cells: Sequence[str], columns: Sequence[tuple[str, int]] = COLUMNS) ->
     out = []
     left = 2 if columns is COLUMNS else 1
     for i, (cell, (_, width)) in enumerate(zip(cells, columns, strict=True)):
-        if len(cell) > width:
-            cell = cell[: width - 1] + "~"
+        cell = _cut(cell, width)
         out.append(cell.ljust(width) if i < left else cell.rjust(width))
     return " ".join(out).rstrip()
 

@@ -3,7 +3,9 @@
 The page draws one tile per node from ``GET /debug/nodes``, and below them the
 utilisation patrol's heatmap from ``GET /debug/patrol`` (a row per node, a cell per
 bucket of the chosen window, candidates in bold) with each queue's CPU- and GPU-hours
-over that window from ``GET /debug/patrol/queues``, all polled; it asks for them by
+over that window from ``GET /debug/patrol/queues``, and the autoscaling hints from ``GET
+/debug/hints`` (per queue the node group and nodes to add, and the deadlocked pods), all
+polled; it asks for them by
 relative URLs, so the map works wherever the debug listener's root is reached,
 under a path prefix too. It is served like ``/debug/*``, on the debug listener only
 (``server.debug_listen``, 127.0.0.1:8081 by default: reach it with ``kubectl

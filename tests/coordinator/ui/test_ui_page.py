@@ -98,8 +98,12 @@ async def coordinator() -> AsyncIterator[Coordinator]:
         window = {"name": "1h", "span_s": 3600.0}
         return web.json_response({"window": window, "queues": served.queues})
 
+    async def hints(request: web.Request) -> web.Response:  # none worked out yet
+        return web.json_response({"computed_at": None, "groups": [], "hints": [], "deadlocks": []})
+
     app.router.add_get("/debug/patrol", patrol)
     app.router.add_get("/debug/patrol/queues", queues)
+    app.router.add_get("/debug/hints", hints)
     served.runner = runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
