@@ -31,12 +31,13 @@ from coordinator.autoscale import board, teller
 from coordinator.autoscale import view as hintsview
 from coordinator.consolidation import crane, drainer, drainview, marker, patrol, taint, view
 from coordinator.eviction.cycle import Cycle
-from coordinator.eviction.executor import Executor
+from coordinator.eviction.executor import Executor, Sharing
 from coordinator.extender import kube as kube_extender
 from coordinator.extender import volcano as volcano_extender
 from coordinator.kube import (
     approvals,
     colocation_events,
+    cooldowns,
     events,
     evictions,
     gpu_health_events,
@@ -44,6 +45,7 @@ from coordinator.kube import (
     publisher,
     watches,
 )
+from coordinator.live import cooldowns as shared_cooldowns
 from coordinator.looplag import LoopLag
 from coordinator.nodeview import NODE_VIEW, NodeView
 from coordinator.services import SERVICES, Services
@@ -283,6 +285,25 @@ async def _watches(app: web.Application) -> AsyncIterator[None]:
             services.metrics,
             services.settings.kube.resync_s,
         ),
+        # The queue cooldowns the leader shares (coordinator.live.cooldowns): the preempt
+        # verb honours them on every replica. Not awaited by /readyz either.
+        watches.Reflector(
+            "cooldowns",
+            functools.partial(
+                client.CoordinationV1Api(app[API_CLIENT]).list_namespaced_lease,
+                services.settings.kube.namespace,
+                field_selector=f"metadata.name={shared_cooldowns.LEASE}",
+            ),
+            watches.Feed(
+                replace=cluster.cooldowns.replace,
+                upsert=cluster.cooldowns.upsert,
+                delete=cluster.cooldowns.remove,
+                synced=lambda: None,
+            ),
+            loop,
+            services.metrics,
+            services.settings.kube.resync_s,
+        ),
     ]
     if services.settings.autoscale.enabled:
         reflectors += _capacity_reflectors(app, loop)
@@ -383,9 +404,10 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
     )
     evictor = evictions.Evictor(app[API_CLIENT], elector.fence)
     approved = approvals.ApprovalReader(app[API_CLIENT], settings.kube.namespace)
+    shared = cooldowns.CooldownLease(app[API_CLIENT], settings.kube.namespace, elector.fence)
     executor = Executor(
         settings.evictions, evictor, recorder, evictor, approved, services.metrics,
-        services.clock, services.evictions,
+        services.clock, services.evictions, Sharing(services.cluster.cooldowns, shared),
     )  # fmt: skip
     cycle = Cycle(services.cluster, executor)
     drains = drainer.Drainer(

@@ -1,6 +1,7 @@
 """The eviction executor's decisions, kept for ``/debug/evictions``: the latest few
 hundred, one line each, so an operator can read why each plan was (or was not) acted on —
-on every replica the same format, on a follower simply empty. It sits at the bottom of
+on every replica the same format; a follower has only the preempt verb's refusals
+(:mod:`coordinator.extender.refusals`). It sits at the bottom of
 the coordinator (a bounded list of lines, no logic) so the shared services can hold it
 without reaching up into the eviction package."""
 

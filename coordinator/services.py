@@ -47,7 +47,8 @@ class Services:
     leader: asyncio.Event = field(default_factory=asyncio.Event)
     """Set while this replica holds the Lease: only the leader publishes or acts."""
     evictions: DecisionLog = field(default_factory=DecisionLog)
-    """The eviction executor's latest decisions (``/debug/evictions``; empty on followers)."""
+    """The eviction executor's latest decisions (``/debug/evictions``), and the preempt
+    verb's refusals (on followers, only those)."""
 
 
 SERVICES = web.AppKey("services", Services)

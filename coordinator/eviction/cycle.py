@@ -101,7 +101,7 @@ class Cycle:
         if cluster.state is None:
             return
         now, now_mono = cluster.clock.wall(), cluster.clock.monotonic()
-        cooling = executor.cooldowns.until(now_mono, now)
+        cooling = executor.cooling(now_mono, now)  # an earlier leader's too
         job = functools.partial(
             plan_round, cluster, cooling, self._deferred, self.pressure.due(cluster), now
         )

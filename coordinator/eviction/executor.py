@@ -4,7 +4,10 @@ here, whatever the planner already checked:
 * **Loop prevention.** A victim whose owner (its controller; a bare pod: itself) had a
   pod evicted for the same trigger within ``cooldown_s`` is spared: its replacement is
   never evicted again for the same reason (the descheduler's eviction loop).
-* **Cooldown per queue**: one round per ``cooldown_s`` (a node's, for pressure).
+* **Cooldown per queue**: one round per ``cooldown_s`` (a node's, for pressure). A round
+  that really evicted is also written to the Lease every replica watches
+  (:mod:`coordinator.live.cooldowns`), so kube-scheduler's preemption through any
+  replica's preempt verb honours it, and so does a leader taking over.
 * **Approval** for plans that need it: published on the pending pod (annotation
   :data:`~coordinator.kube.approvals.PLAN_KEY` and an Event, both saying how to approve)
   and executed only once an approval in the coordinator's own namespace
@@ -21,7 +24,8 @@ here, whatever the planner already checked:
   dry run; one a budget blocks (429) stops the whole plan with nothing evicted.
 * **Dry run** until ``evictions.enabled``: the API server checks everything and changes
   nothing; decisions, Events, metrics and ``/debug/evictions`` read as for real, and the
-  cooldowns and loop records are spent alike, so the preview is what a real run does.
+  cooldowns and loop records are spent alike, so the preview is what a real run does —
+  but only here: a round that evicted nothing is not shared with the other replicas.
 
 Every decision: a line in :class:`~coordinator.decisionlog.DecisionLog`, a metric
 and an Event (on the victim, and on the pending pod or the node). A refusal is told by
@@ -48,7 +52,7 @@ from coordinator.kube.client import KubeError
 from coordinator.kube.events import MAX_MESSAGE, EventType, ObjectRef
 from coordinator.kube.evictions import EvictionResult, Outcome
 from coordinator.kube.leader import LeaseLost
-from coordinator.live import nominations
+from coordinator.live import cooldowns, nominations
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.ratelimit import TokenBucket
 
@@ -94,6 +98,22 @@ class Approvals(Protocol):
         ...
 
 
+class CooldownStore(Protocol):
+    """Where the shared cooldowns are written (:class:`coordinator.kube.cooldowns.CooldownLease`);
+    synchronous, fenced."""
+
+    def write(self, value: str | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """The cooldowns shared with every replica (:mod:`coordinator.live.cooldowns`)."""
+
+    seen: cooldowns.SharedCooldowns
+    """The Lease as this replica's watch has it."""
+    store: CooldownStore
+
+
 def identify(plan: Plan) -> tuple[str, str]:
     """A preemption plan's id and the digest of its victims (the approval names both)."""
     assert plan.preemptor is not None
@@ -119,7 +139,9 @@ class Executor:
         metrics: CoordinatorMetrics,
         clock: Clock,
         decisions: DecisionLog,
+        sharing: Sharing | None = None,
     ) -> None:
+        """Without ``sharing`` the cooldowns stay this executor's own."""
         self._settings = settings
         self._api = api
         self._events = events
@@ -130,6 +152,10 @@ class Executor:
         self.decisions = decisions
         self.cooldowns = Cooldowns(settings.cooldown_s)
         self.replacements = Replacements(settings.cooldown_s)
+        self._sharing = sharing
+        self._evicted: dict[str, float] = {}
+        """Key → until when (Unix seconds) it cools down, for the rounds that really
+        evicted: what the shared Lease must say, until it does."""
         self._bucket = TokenBucket(settings.max_evictions_per_s, settings.eviction_burst)
         self._caps = CycleCaps(settings)
         self._proposals: dict[str, _Proposal] = {}
@@ -145,11 +171,20 @@ class Executor:
     def dry_run(self) -> bool:
         return not self._settings.enabled
 
+    def cooling(self, now_mono: float, now_wall: float) -> dict[str, float]:
+        """Key → until when (Unix seconds) it cools down, for the planner's view: this
+        executor's own cooldowns and the shared ones (a round an earlier leader ran)."""
+        found = self.cooldowns.until(now_mono, now_wall)
+        if self._sharing is not None:
+            for key, until in self._sharing.seen.active(now_wall).items():
+                found[key] = max(found.get(key, until), until)
+        return found
+
     # ------------------------------------------------------------------ cycle
 
     async def start_cycle(self) -> None:
-        """A new cycle: fresh caps, the rate refilled, lapsed records dropped, and plans
-        left unapproved past ``approval_ttl_s`` expired."""
+        """A new cycle: fresh caps, the rate refilled, lapsed records dropped (from the
+        shared cooldowns too), and plans left unapproved past ``approval_ttl_s`` expired."""
         now = self._clock.monotonic()
         self._caps = CycleCaps(self._settings)
         self._bucket.refill(now)
@@ -160,6 +195,7 @@ class Executor:
         wall = self._clock.wall()
         for uid in [u for u, expires in self._spent.items() if expires <= wall]:
             del self._spent[uid]
+        await self._share(wall)
         for pod, proposal in list(self._proposals.items()):
             if proposal.expires_at <= now:
                 del self._proposals[pod]
@@ -192,8 +228,7 @@ class Executor:
         preemption = plan.preemptor is not None
         victims = list(plan.victims)
 
-        wait = self.cooldowns.remaining_s(plan.queue, now)
-        if wait > 0:
+        if plan.queue in self.cooling(now, self._clock.wall()):
             return await self._refuse(
                 plan,
                 "cooldown",
@@ -358,6 +393,10 @@ class Executor:
                 stopped = f"{v.namespace}/{v.name} blocked: {result.reason}"
                 break
         done = sum(1 for _, o in outcomes if o in (Outcome.EVICTED, Outcome.DRY_RUN))
+        if any(o == Outcome.EVICTED for _, o in outcomes):
+            wall = self._clock.wall()
+            self._evicted[plan.queue] = cooldowns.ends(wall, self._settings.cooldown_s)
+            await self._share(wall)
         if stopped is None and done == len(plan.victims):
             decision = "dry-run" if self.dry_run else "evicted"
         elif done:
@@ -419,6 +458,27 @@ class Executor:
         )
         self.decisions.add(Decision(self._clock.wall(), "preemption", entry.pod, "expired", reason))
         await self._event(_pod_ref(entry.pod), EventType.NORMAL, "NominationExpired", reason)
+
+    async def _share(self, now: float) -> None:
+        """Bring the shared Lease up to date at ``now`` (Unix seconds): the cooldowns of the
+        rounds this executor evicted in, lapsed ones dropped; written only when that
+        changes what it says. A failed write is tried again next cycle."""
+        if self._sharing is None:
+            return
+        seen = self._sharing.seen
+        self._evicted = {k: until for k, until in self._evicted.items() if until > now}
+        wanted = seen.active(now)
+        for key, until in self._evicted.items():
+            wanted[key] = max(wanted.get(key, until), until)
+        if wanted == seen.entries():
+            return
+        text = cooldowns.value(wanted, now)
+        try:
+            await asyncio.to_thread(self._sharing.store.write, text)
+        except (KubeError, LeaseLost) as e:
+            log.warning("cooldowns not shared: %s", e)
+            return
+        seen.observe(text)  # as the watch will say, before its echo arrives
 
     async def _annotate(self, pod: str, values: Mapping[str, str | None]) -> None:
         namespace, _, name = pod.partition("/")

@@ -62,12 +62,9 @@ def plan_preemption(
     barred = question.barred()
     if barred is not None:
         return Refusal(barred)
-    level = level_of(pod, settings)
-    if level - settings.min_level_gap < Level.LOW:
-        return Refusal(
-            f"{pod.key} is {level.name.lower()}: it may displace only pods"
-            f" {settings.min_level_gap} levels below its own, and there are none"
-        )
+    level = _displacer(pod, settings)
+    if isinstance(level, Refusal):
+        return level
     state = view.state
     everywhere = np.arange(len(state), dtype=np.int64)
     found = judge(state, view.policy, pod.request, everywhere, view.signals)
@@ -118,7 +115,7 @@ def narrow_victims(
     settings: EvictionSettings,
     now: float,
     deadline: Deadline = NO_DEADLINE,
-) -> dict[str, tuple[Victim, ...]]:
+) -> dict[str, tuple[Victim, ...]] | Refusal:
     """kube-scheduler's preemption candidates (node → uids of the victims it proposes),
     narrowed by the planner's own rules: per node the cheapest subset of the proposed
     victims that every rule allows and after whose eviction both Stowage's filter and
@@ -127,22 +124,27 @@ def narrow_victims(
     to a set that frees room the pod still cannot use; so is a node Stowage does not
     know (its victims are never passed on unchecked).
 
-    The round-level rules apply as to a plan: nothing while the pod's queue cools down
-    or the budgets are not listed, nothing for a pod that may not preempt, and nothing
-    for a queue whose plans need a person's approval (the eviction cycle proposes that
-    plan instead; kube-scheduler's preemption cannot wait for one). Past ``deadline`` the
-    nodes without a set found yet are dropped."""
+    The round-level rules apply as to a plan, and refuse every node (the
+    :class:`Refusal` says why): nothing while the pod's queue cools down or the budgets
+    are not listed, nothing for a pod that may not preempt, and nothing for a queue whose
+    plans need a person's approval (the eviction cycle proposes that plan instead;
+    kube-scheduler's preemption cannot wait for one). Past ``deadline`` the nodes without
+    a set found yet are dropped."""
     queue = queue_of(view, pod, settings, now)
-    if _gate(view, queue, settings, now) is not None:
-        return {}
+    refusal = _gate(view, queue, settings, now)
+    if refusal is not None:
+        return refusal
     if settings.queue_weights.get(queue, 0) > settings.approval_weight_above:
-        return {}
+        return Refusal(
+            f"queue {queue}'s plans need a person's approval: the eviction cycle proposes one"
+        )
     question = feasibility.Question(pod.scheduling, view.snapshot)
-    if question.barred() is not None:
-        return {}
-    level = level_of(pod, settings)
-    if level - settings.min_level_gap < Level.LOW:
-        return {}
+    barred = question.barred()
+    if barred is not None:
+        return Refusal(barred)
+    level = _displacer(pod, settings)
+    if isinstance(level, Refusal):
+        return level
     state = view.state
     known = sorted(state.index[n] for n in proposed if n in state.index and question.static(n).fits)
     rows = np.array(known, dtype=np.int64)
@@ -216,6 +218,17 @@ def _gate(view: ClusterView, queue: str, settings: EvictionSettings, now: float)
             f" (one round per {settings.cooldown_s:g} s)"
         )
     return None
+
+
+def _displacer(pod: PodFacts, settings: EvictionSettings) -> Level | Refusal:
+    """The level ``pod`` displaces others from, or why it may displace no one."""
+    level = level_of(pod, settings)
+    if level - settings.min_level_gap < Level.LOW:
+        return Refusal(
+            f"{pod.key} is {level.name.lower()}: it may displace only pods"
+            f" {settings.min_level_gap} levels below its own, and there are none"
+        )
+    return level
 
 
 class _Rules:

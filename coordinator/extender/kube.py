@@ -23,7 +23,10 @@
   pass the pod there; a node without one is dropped, never narrowed below what the pod
   needs. A node Stowage does not know is dropped too (its victims are never passed on
   unchecked), and so is every node while the pod's queue cools down, needs approval for
-  its plans, or the pod may not preempt. Only well-formed entries are answered, in the Meta form.
+  its plans, or the pod may not preempt (said once per reason per cooldown in
+  ``/debug/evictions``: :mod:`coordinator.extender.refusals`). The cooldowns are the ones
+  the leader shares with every replica (:mod:`coordinator.live.cooldowns`): those of the
+  rounds that really evicted. Only well-formed entries are answered, in the Meta form.
 
 Both node modes work, and both are judged against the nodes of the Node watch: a name
 it does not have passes filter (nothing known against it) and scores 0. With
@@ -49,7 +52,7 @@ from typing import Any, Final
 import numpy as np
 from aiohttp import web
 
-from coordinator.eviction.answers import Deadline
+from coordinator.eviction.answers import Deadline, Refusal
 from coordinator.eviction.plan import narrow_victims
 from coordinator.eviction.view import view_of
 from coordinator.extender import kubewire
@@ -66,6 +69,7 @@ from coordinator.extender.handling import (
     request_of,
 )
 from coordinator.extender.picking import pick
+from coordinator.extender.refusals import VerbRefusals
 from coordinator.live import MAX_EXTENDER_SCORE
 from coordinator.services import Services
 from coordinator.state.podfacts import pod_facts
@@ -79,6 +83,8 @@ ARGS_READER: Final = web.AppKey("extender_args_reader", kubewire.ExtenderArgsRea
 """This app's reader of filter and prioritize requests (it remembers the last names)."""
 HOST_PRIORITIES: Final = web.AppKey("host_priorities", kubewire.HostPriorityWriter)
 """This app's writer of prioritize replies (it remembers the last list of names)."""
+REFUSALS: Final = web.AppKey("preempt_refusals", VerbRefusals)
+"""This app's memory of the preempt verb's refusals, told once per reason per cooldown."""
 
 
 @endpoint("filter")
@@ -151,7 +157,8 @@ async def preempt(request: web.Request, services: Services) -> web.Response:
     args = kubewire.decode_preemption_args(await read_json(request, MAX_BODY_B))
     pod = request_of(args.pod, services.settings)  # a pod we cannot read is a bad request
     cluster = services.cluster
-    view = view_of(cluster)
+    now = services.clock.wall()
+    view = view_of(cluster, cluster.cooldowns.active(now))
     answer: dict[str, kubewire.MetaVictims | None] = {}
     proposed = {
         node: frozenset(v.uids) for node, v in args.victims.items() if v is not None and v.uids
@@ -161,14 +168,18 @@ async def preempt(request: web.Request, services: Services) -> web.Response:
         facts = pod_facts(args.pod, pod, settings.level_label)
         mono = services.clock.monotonic
         deadline = Deadline(mono, mono() + settings.preempt_deadline_s)
-        narrowed = narrow_victims(view, facts, proposed, settings, services.clock.wall(), deadline)
-        for node, victims in narrowed.items():
-            answer[node] = kubewire.MetaVictims(uids=tuple(v.uid for v in victims))
+        narrowed = narrow_victims(view, facts, proposed, settings, now, deadline)
+        if isinstance(narrowed, Refusal):
+            request.app[REFUSALS].refused(services, facts.key, narrowed.reason)
+        else:
+            for node, victims in narrowed.items():
+                answer[node] = kubewire.MetaVictims(uids=tuple(v.uid for v in victims))
     return json_reply(kubewire.preemption_reply(answer))
 
 
 def add_routes(app: web.Application) -> None:
     app[ARGS_READER] = kubewire.ExtenderArgsReader()
+    app[REFUSALS] = VerbRefusals()
     app[HOST_PRIORITIES] = kubewire.HostPriorityWriter()
     app.router.add_post(f"{PREFIX}/filter", filter_nodes)
     app.router.add_post(f"{PREFIX}/prioritize", prioritize_nodes)

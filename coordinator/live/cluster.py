@@ -37,6 +37,7 @@ from common.schema import NodeReport
 from coordinator import feasibility
 from coordinator.colocation.hub import Colocation
 from coordinator.config import CoordinatorSettings
+from coordinator.live.cooldowns import SharedCooldowns
 from coordinator.live.decisions import FilterResult, explain, filter_nodes, prioritize_rows
 from coordinator.live.freshness import Receipts
 from coordinator.live.holdings import Held, Holdings
@@ -82,6 +83,9 @@ class LiveCluster:
         self.nominations = Nominations()
         """Pending pods the leader's preemptions freed room for, from the Node annotations
         (:mod:`coordinator.live.nominations`): held for them in every decision."""
+        self.cooldowns = SharedCooldowns()
+        """The queues whose last round evicted lately, from the leader's Lease
+        (:mod:`coordinator.live.cooldowns`): the preempt verb lets none of theirs through."""
         self.holdings = Holdings(settings.kube)
         """Bound pods and kube-scheduler's assumptions: what every decision counts."""
         self.volcano_assumed = Holdings(settings.kube)

@@ -13,15 +13,18 @@ from kubernetes import client
 from coordinator.config import EventSettings, EvictionSettings
 from coordinator.decisionlog import DecisionLog
 from coordinator.eviction.answers import Level, Plan, Victim
-from coordinator.eviction.executor import Executor
+from coordinator.eviction.executor import Executor, Sharing
 from coordinator.kube.approvals import ApprovalReader
 from coordinator.kube.client import api_client
+from coordinator.kube.cooldowns import CooldownLease
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.evictions import Evictor
 from coordinator.kube.leader import Fence
+from coordinator.live import cooldowns
+from coordinator.live.cooldowns import SharedCooldowns
 from coordinator.metrics import CoordinatorMetrics
 from hack.kubeapi import KubeApi, objects
-from hack.kubeapi.resources import EVENTS, PODS
+from hack.kubeapi.resources import EVENTS, LEASES, PODS
 from tests.hosts import FakeClock
 
 COORDINATOR_NS = "stowage-system"
@@ -35,12 +38,17 @@ def kube() -> Iterator[KubeApi]:
 
 
 class Rig:
-    def __init__(self, kube: KubeApi, **settings: Any) -> None:
+    def __init__(self, kube: KubeApi, *, share: bool = False, **settings: Any) -> None:
+        """``share``: the cooldowns shared through the Lease in the coordinator's namespace
+        (:attr:`seen` is that Lease as a watch would have it, fed by :meth:`watched`)."""
         self.kube = kube
         self.clock = FakeClock()
         fence = Fence(1e9, self.clock.monotonic)
         fence.renewed(self.clock.monotonic())
+        self.fence = fence
         self.client = api_client(host=kube.url)
+        self.seen = SharedCooldowns()
+        lease = CooldownLease(self.client, COORDINATOR_NS, fence)
         evictor = Evictor(self.client, fence)
         self.metrics = CoordinatorMetrics()
         events = EventRecorder(
@@ -50,7 +58,23 @@ class Rig:
         self.executor = Executor(
             EvictionSettings(**settings), evictor, events, evictor,
             ApprovalReader(self.client, COORDINATOR_NS), self.metrics, self.clock, self.log,
+            Sharing(self.seen, lease) if share else None,
         )  # fmt: skip
+
+    def lease(self) -> dict[str, Any] | None:
+        """The shared cooldowns' Lease as the API server has it, if it exists."""
+        return self.kube.store.find(LEASES, COORDINATOR_NS, cooldowns.LEASE)
+
+    def shared(self) -> dict[str, float]:
+        """What the Lease says: queue → until (Unix seconds)."""
+        lease = self.lease()
+        text = ((lease or {}).get("metadata", {}).get("annotations") or {}).get(cooldowns.KEY)
+        return cooldowns.parse(text) if text else {}
+
+    def watched(self, seen: SharedCooldowns) -> None:
+        """The Lease as it is now, delivered to ``seen`` as a watch would."""
+        lease = self.lease()
+        seen.replace([lease] if lease is not None else [])
 
     def pod(
         self, name: str, node: str | None = "n1", namespace: str = "default",

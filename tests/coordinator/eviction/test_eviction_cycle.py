@@ -15,13 +15,14 @@ from kubernetes import client
 from coordinator.config import CoordinatorSettings, EventSettings, PolicySettings
 from coordinator.decisionlog import DecisionLog
 from coordinator.eviction.cycle import Cycle
-from coordinator.eviction.executor import Executor
+from coordinator.eviction.executor import Executor, Sharing
 from coordinator.kube.approvals import ApprovalReader
 from coordinator.kube.client import api_client
+from coordinator.kube.cooldowns import CooldownLease
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.evictions import Evictor
 from coordinator.kube.leader import Fence
-from coordinator.live import LiveCluster
+from coordinator.live import LiveCluster, cooldowns
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.state.signals import NodeSignals
 from hack.kubeapi import KubeApi
@@ -54,9 +55,10 @@ class CycleRig:
         )  # fmt: skip
         self.log = DecisionLog()
         approved = ApprovalReader(self.client, self.settings.kube.namespace)
+        shared = CooldownLease(self.client, self.settings.kube.namespace, fence)
         executor = Executor(
             self.settings.evictions, evictor, recorder, evictor, approved, metrics, self.clock,
-            self.log,
+            self.log, Sharing(self.cluster.cooldowns, shared),
         )  # fmt: skip
         self.cycle = Cycle(self.cluster, executor)
 
@@ -235,5 +237,27 @@ async def test_the_cycle_budget_defers_the_rest_to_the_next_cycle_first(kube: Ku
         before = len(rig.log.lines())
         await rig.cycle.run()
         assert "ns/b-want" in rig.log.lines()[before]
+    finally:
+        rig.close()
+
+
+async def test_a_new_leader_plans_nothing_for_a_queue_the_last_one_cooled(kube: KubeApi) -> None:
+    """The Lease says queue ns had a round lately (an earlier leader's): this leader's
+    planner refuses the round, told once on the pod, though its executor never spent it."""
+    rig = CycleRig(kube, enabled=True, cooldown_s=300)
+    try:
+        rig.add(pod("low", node="gpu-a", gpus=8))
+        rig.add(pod("want", gpus=8, priority=HIGH))
+        until = {"ns": rig.clock.wall() + 100}
+        rig.cluster.cooldowns.observe(cooldowns.value(until, rig.clock.wall()))
+        await rig.cycle.run()
+        assert rig.exists("low")
+        assert (
+            "preemption ns/want refused: queue ns is cooling down after its last round"
+            in (rig.log.lines()[-1])
+        )
+        rig.clock.advance(101)
+        await rig.cycle.run()
+        assert not rig.exists("low")
     finally:
         rig.close()

@@ -116,7 +116,8 @@ def test_the_verb_answers_nothing_while_the_queue_cools_down() -> None:
     wants = rig.facts(pending())
     assert narrow_victims(rig.view(), wants, proposal(rig), rig.evictions, NOW)
     cooling = rig.view(cooldown_until={"ns": NOW + 60})
-    assert narrow_victims(cooling, wants, proposal(rig), rig.evictions, NOW) == {}
+    refused = narrow_victims(cooling, wants, proposal(rig), rig.evictions, NOW)
+    assert isinstance(refused, Refusal) and "queue ns is cooling down" in refused.reason
 
 
 def test_the_verb_answers_nothing_for_a_queue_whose_plans_need_approval() -> None:
@@ -127,7 +128,8 @@ def test_the_verb_answers_nothing_for_a_queue_whose_plans_need_approval() -> Non
     rig = EvictRig(settings=settings)
     rig.nodes(node("a")).pods(pod("low-a", node="a", gpus=8))
     wants = rig.facts(pending())
-    assert narrow_victims(rig.view(), wants, proposal(rig), rig.evictions, NOW) == {}
+    refused = narrow_victims(rig.view(), wants, proposal(rig), rig.evictions, NOW)
+    assert isinstance(refused, Refusal) and "approval" in refused.reason
 
 
 @pytest.mark.parametrize("spec", [{"preemptionPolicy": "Never"}, {"unschedulable": True}])
@@ -135,7 +137,11 @@ def test_the_verb_judges_by_the_same_model(spec: dict[str, Any]) -> None:
     node_spec = {"unschedulable": True} if "unschedulable" in spec else {}
     rig = full("a", a=node_spec)
     wants = rig.facts(pending(**({} if node_spec else spec)))
-    assert narrow_victims(rig.view(), wants, proposal(rig), rig.evictions, NOW) == {}
+    answer = narrow_victims(rig.view(), wants, proposal(rig), rig.evictions, NOW)
+    if node_spec:  # the node is dropped; the pod could preempt elsewhere
+        assert answer == {}
+    else:  # the pod may preempt nowhere
+        assert answer == Refusal("ns/want has preemptionPolicy Never")
 
 
 def test_a_port_holder_freeing_no_resource_the_pod_lacks_is_still_weighed() -> None:

@@ -19,7 +19,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from coordinator.decisionlog import DecisionLog
 from coordinator.extender import kube
+from coordinator.extender import refusals as refusals_module
+from coordinator.live import cooldowns
 from coordinator.services import SERVICES, Services
 from tests.coordinator.eviction.evictrig import H100, EvictRig, node, pod
 
@@ -119,14 +122,8 @@ def refused_now(result: dict[str, Any]) -> dict[str, tuple[str, str]]:
 # ---------------------------------------------------------------------- the rig
 
 
-async def serve(aiohttp_client: Any, rig: EvictRig) -> TestClient:
-    services = Services(
-        settings=rig.settings,
-        clock=rig.clock,
-        metrics=rig.cluster.metrics,
-        cluster=rig.cluster,
-        authenticator=None,  # type: ignore[arg-type]  # the scheduler endpoints ask none
-    )
+async def serve(aiohttp_client: Any, rig: EvictRig, services: Services | None = None) -> TestClient:
+    services = services or rig.services()
     app = web.Application()
     app[SERVICES] = services
     kube.add_routes(app)
@@ -321,3 +318,103 @@ async def test_where_only_kube_schedulers_filters_object_a_node_is_dropped_not_n
     }
     reply = await post(client, "/scheduler/preempt", body)
     assert victims_now(go_decode(reply, PREEMPTION_RESULT)) == answer
+
+
+# ----------------------------------------------------------- shared cooldowns
+
+GPU_B = {"gpu-b": {"Pods": [{"UID": uid("c0ffee")}], "NumPDBViolations": 0}}
+
+
+def cooling(rig: EvictRig, queue: str, for_s: float) -> None:
+    """The shared Lease, as the watch would deliver it: ``queue`` cooling for ``for_s``."""
+    until = {queue: rig.clock.wall() + for_s}
+    rig.cluster.cooldowns.upsert(
+        {
+            "metadata": {
+                "name": cooldowns.LEASE,
+                "annotations": {cooldowns.KEY: cooldowns.value(until, rig.clock.wall())},
+            }
+        }
+    )
+
+
+def refusals(rig: EvictRig) -> float:
+    value = rig.cluster.metrics.registry.get_sample_value(
+        "stowage_eviction_plans_total", {"trigger": "preempt-verb", "decision": "refused"}
+    )
+    return value or 0.0
+
+
+async def test_a_victim_whose_queue_cools_down_is_not_passed(aiohttp_client: Any) -> None:
+    """The leader's last round for queue ns evicted: kube-scheduler's preemption through
+    the verb may not start another for that queue; the same proposal passes for another
+    queue, and once the cooldown is over."""
+    rig = cluster()
+    services = rig.services()
+    client = await serve(aiohttp_client, rig, services)
+    cooling(rig, "ns", 60)
+    body = {"Pod": PREEMPTOR, "NodeNameToMetaVictims": GPU_B}
+    assert await post(client, "/scheduler/preempt", body) == {"NodeNameToMetaVictims": {}}
+    assert refusals(rig) == 1
+    (line,) = services.evictions.lines()
+    assert "preempt-verb ns/want refused: queue ns is cooling down" in line
+
+    other = {**PREEMPTOR, "metadata": {**PREEMPTOR["metadata"], "namespace": "other"}}
+    passed = await post(client, "/scheduler/preempt", {**body, "Pod": other})
+    assert victims_now(go_decode(passed, PREEMPTION_RESULT)) == {"gpu-b": [uid("c0ffee")]}
+
+    rig.clock.advance(61)
+    passed = await post(client, "/scheduler/preempt", body)
+    assert victims_now(go_decode(passed, PREEMPTION_RESULT)) == {"gpu-b": [uid("c0ffee")]}
+
+
+async def test_a_refusal_is_one_line_per_reason_per_cooldown(aiohttp_client: Any) -> None:
+    """kube-scheduler asks at every attempt: each refusal counts, one line is logged until
+    the reason changes or ``cooldown_s`` has passed."""
+    rig = cluster()
+    services = rig.services()
+    client = await serve(aiohttp_client, rig, services)
+    cooling(rig, "ns", 45)
+    body = {"Pod": PREEMPTOR, "NodeNameToMetaVictims": GPU_B}
+    for _ in range(5):
+        await post(client, "/scheduler/preempt", body)
+        rig.clock.advance(10)
+    assert refusals(rig) == 5
+    assert len(services.evictions.lines()) == 1
+    low = {**PREEMPTOR, "spec": {**PREEMPTOR["spec"], "priority": 0}}
+    await post(client, "/scheduler/preempt", {**body, "Pod": low})  # another reason
+    cooling(rig, "ns", 3 * rig.evictions.cooldown_s)
+    await post(client, "/scheduler/preempt", body)  # the first again
+    rig.clock.advance(rig.evictions.cooldown_s - 1)
+    await post(client, "/scheduler/preempt", body)
+    rig.clock.advance(1)
+    await post(client, "/scheduler/preempt", body)  # a cooldown later: told again
+    lines = services.evictions.lines()
+    assert refusals(rig) == 9
+    assert ["cooling down" in line for line in lines] == [True, False, True, True]
+    assert "ns/want is low" in lines[1]
+
+
+async def test_a_cooldown_ends_when_its_entry_says(aiohttp_client: Any) -> None:
+    """An entry whose time passed holds nothing back, even before the leader tidies it."""
+    rig = cluster()
+    client = await serve(aiohttp_client, rig)
+    cooling(rig, "ns", 60)
+    rig.clock.advance(60)
+    body = {"Pod": PREEMPTOR, "NodeNameToMetaVictims": GPU_B}
+    passed = await post(client, "/scheduler/preempt", body)
+    assert victims_now(go_decode(passed, PREEMPTION_RESULT)) == {"gpu-b": [uid("c0ffee")]}
+
+
+def test_the_refusals_remembered_are_bounded() -> None:
+    """Made-up pods cannot grow the memory: the oldest is forgotten, and told again."""
+    rig = cluster()
+    services = rig.services()
+    services.evictions = DecisionLog(2 * refusals_module.MAX_REMEMBERED)
+    told = refusals_module.VerbRefusals()
+    for k in range(refusals_module.MAX_REMEMBERED + 1):
+        told.refused(services, f"ns/pod-{k}", "no")
+    told.refused(services, f"ns/pod-{refusals_module.MAX_REMEMBERED}", "no")  # remembered
+    assert len(services.evictions.lines()) == refusals_module.MAX_REMEMBERED + 1
+    told.refused(services, "ns/pod-0", "no")  # forgotten: told again
+    assert services.evictions.lines()[-1].endswith("ns/pod-0 refused: no")
