@@ -43,6 +43,7 @@ from coordinator.kube import (
     gpu_health_events,
     leader,
     publisher,
+    topology,
     watches,
 )
 from coordinator.live import cooldowns as shared_cooldowns
@@ -394,6 +395,15 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
             extra=None if load is None else load.annotations,
         )
         tasks.append(asyncio.create_task(pub.run(), name="stowage-publisher"))
+    if settings.topology_export.enabled:
+        exporter = topology.TopologyExporter(
+            services.cluster,
+            topology.topology_api(app[API_CLIENT]),
+            settings.topology_export,
+            services.leader,
+            elector.fence,
+        )
+        tasks.append(asyncio.create_task(exporter.run(), name="stowage-topology-export"))
     recorder = events.EventRecorder(
         client.CoreV1Api(app[API_CLIENT]),
         elector.fence,

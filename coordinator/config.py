@@ -227,6 +227,26 @@ class PublisherSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TopologyExportSettings:
+    """NodeResourceTopology objects from the agents' NUMA reports
+    (:mod:`coordinator.kube.topology`), for topology-aware schedulers."""
+
+    enabled: bool = False
+    """The leader writes one ``topology.node.k8s.io/v1alpha2`` object per reporting node
+    (the CRD must be installed: ``daemonset/crds/noderesourcetopologies.yaml``)."""
+    change_pct: float = 5.0
+    """A zone's object is re-written when its available memory moves by more than this many
+    points of its capacity (any other change is written at once)."""
+    max_writes_per_s: float = 5.0
+    """Cluster-wide cap on the export's writes."""
+
+    def __post_init__(self) -> None:
+        _positive("topology_export", max_writes_per_s=self.max_writes_per_s)
+        if not 0 <= self.change_pct <= 100:
+            raise ConfigError("topology_export.change_pct: expected 0..100")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EventSettings:
     """Budgets of the Kubernetes Events the leader writes (:mod:`coordinator.kube.events`),
     as client-go's event correlator sets them."""
@@ -814,6 +834,7 @@ class CoordinatorSettings:
     ingest: IngestSettings = field(default_factory=IngestSettings)
     kube: KubeSettings = field(default_factory=KubeSettings)
     publisher: PublisherSettings = field(default_factory=PublisherSettings)
+    topology_export: TopologyExportSettings = field(default_factory=TopologyExportSettings)
     leader: LeaderSettings = field(default_factory=LeaderSettings)
     events: EventSettings = field(default_factory=EventSettings)
     colocation: ColocationSettings = field(default_factory=ColocationSettings)

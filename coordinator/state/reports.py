@@ -13,6 +13,7 @@ from common.schema import (
     GpuSection,
     MemfragSection,
     NodeReport,
+    NumaNode,
     NumaSection,
     PsiLine,
     PsiResource,
@@ -20,7 +21,7 @@ from common.schema import (
     UsageSection,
     is_absent,
 )
-from coordinator.state.signals import GpuFault, Links, NodeSignals
+from coordinator.state.signals import GpuFault, Links, NodeSignals, NumaZone
 
 _SHARED_LINKS_MAX = 1024
 """Distinct NVLink matrices kept for sharing: a fleet has a few hardware kinds; past this
@@ -50,14 +51,19 @@ def signals_of(report: NodeReport) -> NodeSignals:
     if isinstance(memfrag, MemfragSection):
         contiguous = sum([n.free_b_ge_2mib for n in memfrag.nodes])
         free = sum([n.free_b for n in memfrag.nodes])
-    true_allocatable, topology = -1, ""
+    true_allocatable, topology, scope, reserved = -1, "", "", ""
     if isinstance(allocatable, AllocatableSection):
         true_allocatable = allocatable.memory.true_allocatable_b
         if not is_absent(allocatable.kubelet):
-            topology = allocatable.kubelet.topology_manager_policy or ""
+            kubelet = allocatable.kubelet
+            topology = kubelet.topology_manager_policy or ""
+            scope = kubelet.topology_manager_scope or ""
+            reserved = kubelet.reserved_system_cpus or ""
     numa_cpu_m = -1
+    zones: tuple[NumaZone, ...] = ()
     if isinstance(numa, NumaSection):
         numa_cpu_m = max([n.cpu_count for n in numa.nodes], default=0) * 1000
+        zones = tuple([_zone(n) for n in numa.nodes])
     return NodeSignals(
         measured_at=report.measured_at,
         cpu_pressure_pct=cpu_pressure,
@@ -71,11 +77,25 @@ def signals_of(report: NodeReport) -> NodeSignals:
         largest_numa_cpu_m=numa_cpu_m,
         gpu_busy=_gpu_busy(gpus) if isinstance(gpus, GpuSection) else math.nan,
         topology_policy=topology,
+        topology_scope=scope,
+        reserved_cpus=reserved,
+        numa=zones,
         gpu_links=_links(gpus.nvlinks) if isinstance(gpus, GpuSection) else None,
         gpu_faults=_gpu_faults(gpus) if isinstance(gpus, GpuSection) else (),
         gpu_devices=len(gpus.devices) if isinstance(gpus, GpuSection) else -1,
         disks=_disks(usage) if isinstance(usage, UsageSection) else (),
         io_pressure_pct=_avg10(psi.system.io) if isinstance(psi, PsiSection) else math.nan,
+    )
+
+
+def _zone(node: NumaNode) -> NumaZone:
+    return NumaZone(
+        node=node.node,
+        cpus=node.cpus,
+        cpu_count=node.cpu_count,
+        mem_total_b=node.mem_total_b,
+        mem_available_b=node.mem_available_b,
+        distances=tuple(node.distances),
     )
 
 

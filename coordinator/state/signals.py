@@ -39,6 +39,20 @@ class GpuFault(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Fell off the bus."""
 
 
+class NumaZone(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One NUMA node as the agent's report has it (sysfs): what the NodeResourceTopology
+    export (:mod:`coordinator.kube.topology`) publishes of it."""
+
+    node: int
+    cpus: str
+    """Its CPUs as a kernel list (``0-55,112-167``)."""
+    cpu_count: int
+    mem_total_b: int
+    mem_available_b: int
+    distances: tuple[int, ...]
+    """SLIT distance to each NUMA node by id (10 to itself); empty where unknown."""
+
+
 class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Live measurements of one node. NaN / -1 / None mean "not measured".
 
@@ -73,6 +87,12 @@ class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """CPUs of the largest NUMA node, millicores: the most a single-NUMA-aligned pod gets."""
     topology_policy: str = ""
     """kubelet's topology manager policy (``single-numa-node``, ``restricted`` …); "" unknown."""
+    topology_scope: str = ""
+    """kubelet's topology manager scope (``container`` or ``pod``); "" unknown."""
+    reserved_cpus: str = ""
+    """kubelet's ``reservedSystemCPUs`` (a kernel CPU list); "" none or unknown."""
+    numa: tuple[NumaZone, ...] = ()
+    """The node's NUMA nodes; empty when not reported."""
     gpu_links: Links | None = None
     """Active NVLinks between device pairs (``gpu_links[i][j]``), as the agent saw them."""
     gpu_faults: tuple[GpuFault, ...] = ()
