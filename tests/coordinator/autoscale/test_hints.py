@@ -3,7 +3,13 @@ expected figure worked out by hand in the comments (cpu in milli-cores)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+from common.errors import ConfigError
 from coordinator.autoscale.capacity import QUOTA, VOLCANO, Capacities
+from coordinator.config import AutoscaleSettings
 from tests.coordinator.autoscale.rig import GPU, POOL, Rig, quota, research_pending
 
 A100_POOL = f"{POOL}:gpu-a100"
@@ -174,3 +180,56 @@ def test_a_volcano_queue_takes_its_name_from_a_namespace_and_a_bad_one_is_droppe
     assert capacities.bounds()["ml"].allocated is None  # counted from its pods instead
     capacities.upsert_queue({"metadata": {"name": "ml"}, "spec": {"capability": {"cpu": "x"}}})
     assert capacities.bounds()["ml"].source == QUOTA  # the bad Queue is gone, not half-read
+
+
+def test_a_gated_pod_is_not_pending_work() -> None:
+    rig = Rig()
+    gated = research_pending()[0]
+    gated["metadata"].update(name="gated", uid="uid-gated")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    rig.cluster.upsert_pod(gated)
+    hint = rig.hint("research")
+    assert (hint.pending, hint.demand, hint.nodes) == (3, {"cpu": 40000, GPU: 20}, 2)
+
+
+def test_a_template_never_keeps_a_node_s_own_name() -> None:
+    from coordinator.autoscale import groups
+
+    rig = Rig()
+    rig.cluster.remove_node("a2")  # the cpu pool is a1 alone
+    (cpu, _) = groups.groups(rig.cluster.node_facts, (POOL,))
+    assert cpu.nodes == ("a1",)
+    assert dict(cpu.template.labels) == {POOL: "cpu"}
+    assert cpu.template.allocatable == {"cpu": 32000, "memory": 128 * 2**30, "pods": 110}
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"max_nodes": 0}, "autoscale.max_nodes: expected 1..10000"),
+        ({"reserve_jobs": -1}, "autoscale.reserve_jobs: expected 0..100"),
+        ({"group_labels": ()}, "autoscale.group_labels: expected one or more label keys"),
+        ({"group_labels": ("a=b",)}, "autoscale.group_labels: expected one or more label keys"),
+        ({"interval_s": 0.0}, "autoscale.interval_s: must be positive"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_key(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        AutoscaleSettings(**settings)
+
+
+def test_of_the_groups_taking_the_pods_the_one_needing_fewest_nodes() -> None:
+    from tests.coordinator.autoscale.rig import node, pod
+
+    rig = Rig()
+    rig.cluster.upsert_node(node("c1", 64, labels={POOL: "cpu-large"}))
+    rig.capacities.upsert_quota(quota("wide", "q", {"requests.cpu": "1000"}, {}))
+    for i in range(6):
+        rig.cluster.upsert_pod(pod(f"w{i}", "wide", 30))
+    hint = rig.hint("wide")
+    # 6 × 30 + 2 × 30 = 240 CPUs wanted. Untainted nodes a 30-CPU pod fits now: a2 (32
+    # free), h1 (64), c1 (64): 160. Lacking 80: 3 cpu nodes (32 each) or 2 cpu-large (64).
+    assert (hint.demand, hint.room, hint.gap) == (
+        {"cpu": 240000}, {"cpu": 160000}, {"cpu": 80000},
+    )  # fmt: skip
+    assert (hint.group, hint.nodes) == (f"{POOL}:cpu-large", 2)

@@ -5,6 +5,7 @@ and what an earlier term left judged afresh."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,7 +82,10 @@ def make(kube: KubeApi) -> Iterator[Any]:
         yield lambda **settings: Tell(kube, api, **settings)
 
 
-async def test_a_queue_short_of_room_is_told_once_and_cleared_when_it_has_room(make: Any) -> None:
+async def test_a_queue_short_of_room_is_told_once_and_cleared_when_it_has_room(
+    make: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="coordinator.autoscale.teller")
     t = make()
     assert await t.tell() == 1  # batch alone lacks room; team-b has room
     assert t.hint("batch") == BATCH
@@ -94,6 +98,8 @@ async def test_a_queue_short_of_room_is_told_once_and_cleared_when_it_has_room(m
     ]
     assert await t.tell() == 0  # told: nothing more, no Event again
     assert len(t.events()) == 2
+    said = [r.getMessage() for r in caplog.records if "scale deadlock" in r.getMessage()]
+    assert len(said) == 1  # the deadlock, once while it lasts (the budget is not spent again)
 
     for i in (1, 2, 3):  # batch's pending pods are placed elsewhere: room again
         t.rig.cluster.remove_pod(pod(f"b{i}", "batch", 20))
