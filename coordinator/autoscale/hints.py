@@ -16,8 +16,10 @@ cluster:
    jobs' requests together. **The standard pod** is the same median over its pods.
 3. **Demand**: what the pending pods of the work request, plus ``reserve_jobs`` standard
    jobs (2: the design's "less room than two standard jobs → scale"), per resource, but
-   never more than the queue's headroom — its capability less what it holds — where
-   the queue bounds that resource: room the queue may not use is no reason to grow.
+   never more than the queue's headroom — its capability less what it holds (a
+   ResourceQuota's ``used`` already counts the pending pods, Volcano's ``allocated``
+   does not) — where the queue bounds that resource: room the queue may not use is no
+   reason to grow.
 4. **Room**: the free room (allocatable less what bound pods request) of the nodes that
    pass kube-scheduler's node-level filters for the work's shape (cordon, taints, node
    selector and affinity: :mod:`coordinator.feasibility`) and have room for a standard
@@ -55,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from coordinator import feasibility
-from coordinator.autoscale import groups
+from coordinator.autoscale import capacity, groups
 from coordinator.autoscale.capacity import Bound, Capacities
 from coordinator.autoscale.groups import Group
 from coordinator.config import AutoscaleSettings
@@ -227,7 +229,10 @@ def _hint(
     for r in sorted({*standard, *asked}):
         want = asked.get(r, 0) + settings.reserve_jobs * standard.get(r, 0)
         if r in bound.capability:
-            want = min(want, max(0, bound.capability[r] - held.get(r, 0)))
+            left = bound.capability[r] - held.get(r, 0)
+            if bound.source == capacity.QUOTA:  # a quota's used counts its pending pods
+                left += asked.get(r, 0)
+            want = min(want, max(0, left))
         if want > 0:
             demand[r] = want
     # The work's shape, unbound (a bound pod's nodeName would keep it off every other node).

@@ -17,8 +17,9 @@ Queues:
   4 GPUs each), PodGroup ``eval`` of one.
 * ``team-b`` — namespace quotas ``big`` (requests.cpu 64, used 10) and ``small`` (cpu 20,
   used 10: the least room, so it bounds). Bound: ``web`` (10 CPUs) on a1; none pending.
-* ``batch`` — namespace quota ``q`` (requests.cpu 1000, used 0). Pending: ``b1``..``b3``
-  (20 CPUs each) selecting pool ``cpu``.
+* ``batch`` — namespace quota ``q`` (requests.cpu 1000, used 60: its pending pods, as
+  the quota controller counts them). Pending: ``b1``..``b3`` (20 CPUs each) selecting
+  pool ``cpu``.
 * ``team-c`` — no quota. Pending: ``lost`` selecting pool ``gpu-h100``, which no node has.
 """
 
@@ -136,7 +137,7 @@ class Rig:
             [
                 quota("team-b", "big", {"requests.cpu": "64"}, {"requests.cpu": "10"}),
                 quota("team-b", "small", {"cpu": "20"}, {"cpu": "10"}),
-                quota("batch", "q", {"requests.cpu": "1000"}, {"requests.cpu": "0"}),
+                quota("batch", "q", {"requests.cpu": "1000"}, {"requests.cpu": "60"}),
             ]
         )
         for p in (

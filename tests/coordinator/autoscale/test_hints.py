@@ -233,3 +233,19 @@ def test_of_the_groups_taking_the_pods_the_one_needing_fewest_nodes() -> None:
         {"cpu": 240000}, {"cpu": 160000}, {"cpu": 80000},
     )  # fmt: skip
     assert (hint.group, hint.nodes) == (f"{POOL}:cpu-large", 2)
+
+
+def test_a_quota_s_used_already_counts_its_pending_pods() -> None:
+    from tests.coordinator.autoscale.rig import pod
+
+    rig = Rig()
+    # The quota controller charges pods when they are created: 3 pending pods of 16 CPUs
+    # make used 48 of 64. Demand 48 + 2 × 16 = 80, within 64 - 48 + the 48 pending = 64.
+    rig.capacities.upsert_quota(quota("tight", "q", {"requests.cpu": "64"}, {"requests.cpu": "48"}))
+    for i in range(3):
+        rig.cluster.upsert_pod(pod(f"t{i}", "tight", 16, selector={POOL: "cpu"}))
+    hint = rig.hint("tight")
+    # a1 (22 free) and a2 (32) take a 16-CPU pod: 54; 10 lacking, one cpu node.
+    assert (hint.demand, hint.room, hint.gap, hint.nodes) == (
+        {"cpu": 64000}, {"cpu": 54000}, {"cpu": 10000}, 1,
+    )  # fmt: skip
