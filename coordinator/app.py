@@ -29,7 +29,17 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from coordinator import debug, ingest, ui
 from coordinator.autoscale import board, teller
 from coordinator.autoscale import view as hintsview
-from coordinator.consolidation import crane, drainer, drainview, marker, patrol, taint, view
+from coordinator.consolidation import (
+    crane,
+    defragger,
+    defragview,
+    drainer,
+    drainview,
+    marker,
+    patrol,
+    taint,
+    view,
+)
 from coordinator.eviction.cycle import Cycle
 from coordinator.eviction.executor import Executor, Sharing
 from coordinator.extender import kube as kube_extender
@@ -131,6 +141,7 @@ def make_debug_app(
     view.add_routes(app)
     hintsview.add_routes(app)
     drainview.add_routes(app)
+    defragview.add_routes(app)
     ui.add_routes(app)
     return app
 
@@ -424,11 +435,16 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
         settings.drain, settings.evictions, executor, taint.taint_writer(app[API_CLIENT]),
         recorder, elector.fence, services.clock,
     )  # fmt: skip
+    migrations = defragger.Defragger(
+        settings.defrag, settings.evictions, executor, cycle.nominate, services.clock
+    )
+
+    async def consolidating() -> None:
+        await drains.cycle(services.cluster, app[view.PATROL])
+        await migrations.cycle(services.cluster)
+
     tasks.append(
-        asyncio.create_task(
-            _evicting(services, cycle, lambda: drains.cycle(services.cluster, app[view.PATROL])),
-            name="stowage-evictions",
-        )
+        asyncio.create_task(_evicting(services, cycle, consolidating), name="stowage-evictions")
     )
     # With an election, only the leader's colocation answers are valid (coordinator.ingest);
     # its throttle changes become Events on the Node.
@@ -500,8 +516,9 @@ async def _evicting(
     services: Services, cycle: Cycle, drains: Callable[[], Awaitable[object]]
 ) -> None:
     """The eviction cycle, on the leader only (dry run unless ``evictions.enabled``), then
-    the drains (:mod:`coordinator.consolidation.drainer`) through the same executor and
-    caps. A cycle that fails is logged and the next one starts afresh from the watches."""
+    the drains (:mod:`coordinator.consolidation.drainer`) and the migrations
+    (:mod:`coordinator.consolidation.defragger`) through the same executor and caps. A
+    cycle that fails is logged and the next one starts afresh from the watches."""
     while True:
         if not services.leader.is_set():
             await services.leader.wait()

@@ -126,14 +126,14 @@ class Cycle:
             self._refusals.pop(outcome.subject, None)
             decision = await executor.consider(answer)
             if decision == "evicted" and answer.preemptor_uid is not None:
-                await self._nominate(answer)
+                await self.nominate(answer)
 
     async def _refused(self, trigger: str, subject: str, refusal: Refusal) -> None:
         if self._refusals.get(subject) != refusal.reason:
             self._refusals[subject] = refusal.reason
             await self._executor.refused(trigger, subject, refusal)
 
-    async def _nominate(self, plan: Plan) -> None:
+    async def nominate(self, plan: Plan) -> None:
         """Hold the room ``plan`` freed for its preemptor, for ``nomination_ttl_s``."""
         assert plan.preemptor is not None and plan.preemptor_uid is not None
         cluster = self._cluster

@@ -217,7 +217,7 @@ class Executor:
         self.decisions.add(
             Decision(self._clock.wall(), trigger, subject, "refused", refusal.reason)
         )
-        ref = _pod_ref(subject) if trigger == "preemption" else ObjectRef.node(subject)
+        ref = _pod_ref(subject) if trigger in _POD_TRIGGERS else ObjectRef.node(subject)
         await self._event(
             ref, EventType.NORMAL, "EvictionNotPlanned", f"{trigger}: {refusal.reason}"
         )
@@ -495,8 +495,12 @@ _ROUND_REASON = {
     "preemption": "PreemptionExecuted",
     "pressure": "PressureEviction",
     "consolidation": "ConsolidationEviction",
+    "defrag": "DefragMigration",
 }
 """The Event on the pending pod (preemption) or the node, by the plan's trigger."""
+
+_POD_TRIGGERS = ("preemption", "defrag")
+"""The triggers whose subject is a pending pod (else a node)."""
 
 _VICTIM_REASON = {
     Outcome.EVICTED: "Evicted",
