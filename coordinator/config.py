@@ -94,6 +94,9 @@ class IoSettings:
     """A node whose I/O PSI ``some`` avg10 is above this (some task waited on I/O that
     share of the last ten seconds) is saturated whatever its disks say (network or remote
     storage included)."""
+    spread: bool = True
+    """Prioritize ranks nodes for an I/O-heavy pod by its namespace's I/O-heavy pods there
+    and the node's measured I/O first, the policy's score second: such pods spread."""
 
     def __post_init__(self) -> None:
         _positive("signals.io", disk_await_ms=self.disk_await_ms)

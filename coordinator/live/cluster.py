@@ -40,11 +40,11 @@ from coordinator.config import CoordinatorSettings
 from coordinator.live.cooldowns import SharedCooldowns
 from coordinator.live.decisions import FilterResult, explain, filter_nodes, prioritize_rows
 from coordinator.live.freshness import Receipts
-from coordinator.live.holdings import Held, Holdings
+from coordinator.live.holdings import Held, Holdings, namespace_of
 from coordinator.live.nominations import Nominations
 from coordinator.live.rows import RowMemo
 from coordinator.metrics import CoordinatorMetrics
-from coordinator.scoring import registry
+from coordinator.scoring import iocontention, registry
 from coordinator.scoring.base import Policy
 from coordinator.scoring.engine import Engine
 from coordinator.state.checkpointing import CheckpointingClaims
@@ -382,7 +382,28 @@ class LiveCluster:
         if state is None:
             return np.zeros(len(names), dtype=np.int64)
         offered = self._row_memo.rows(state, names)
-        return prioritize_rows(self._engine(), pod, offered.index, offered.known, self.metrics)
+        return prioritize_rows(
+            self._engine(), pod, offered.index, offered.known, self.metrics, self._io_spread(pod)
+        )
+
+    def _io_spread(self, pod: PodRequest) -> npt.NDArray[np.float64] | None:
+        """For a pod marked I/O-heavy, each node's spreading penalty
+        (:func:`coordinator.scoring.iocontention.spread_penalty`): its namespace's I/O-heavy
+        pods there (Volcano's assumptions too while answering Volcano), and the node's
+        measured I/O. None for other pods, or with ``signals.io`` off."""
+        io = self.settings.signals.io
+        state = self.state
+        if not pod.io_heavy or not io.enabled or not io.spread or state is None:
+            return None
+        same = np.zeros(len(state), dtype=np.int64)
+        namespace = namespace_of(pod)
+        holdings = [self.holdings]
+        if self._assuming is self.volcano_assumed:
+            holdings.append(self.volcano_assumed)
+        for held in holdings:
+            for node, count in held.io_heavy.get(namespace, {}).items():
+                same[state.index[node]] += count
+        return iocontention.spread_penalty(state, same)
 
     def explain(self, pod: PodRequest, name: str) -> dict[str, Any]:
         """:func:`coordinator.live.decisions.explain`, and the node's latest report: when

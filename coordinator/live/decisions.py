@@ -17,7 +17,7 @@ import numpy.typing as npt
 from coordinator.config import SignalSettings
 from coordinator.live.rows import Rows
 from coordinator.metrics import CoordinatorMetrics
-from coordinator.scoring import livefilters
+from coordinator.scoring import iocontention, livefilters
 from coordinator.scoring.base import Policy
 from coordinator.scoring.engine import Engine
 from coordinator.state.cluster import ClusterState
@@ -91,9 +91,12 @@ def prioritize_rows(
     rows: npt.NDArray[np.int64],
     known: npt.NDArray[np.bool_],
     metrics: CoordinatorMetrics,
+    io_penalty: npt.NDArray[np.float64] | None = None,
 ) -> npt.NDArray[np.int64]:
     """The 0–10 score of each row of ``rows``, in order (a row given twice scores twice);
-    0 for a name we do not know or a node the pod cannot take.
+    0 for a name we do not know or a node the pod cannot take. With ``io_penalty`` (an
+    I/O-heavy pod), the policy's scores are ranked by it first
+    (:func:`coordinator.scoring.iocontention.spread`).
 
     Among the nodes given that can take the pod, the first of the best-scoring in node
     rank gets 10 and the others ``⌊9 · (score − worst) / (best − worst)⌋`` (9 when all
@@ -109,6 +112,8 @@ def prioritize_rows(
         return out
     with metrics.policy_seconds.labels(engine.policy.name).time():
         raw = engine.scores(pod, candidates)
+    if io_penalty is not None:
+        raw = iocontention.spread(raw, io_penalty)
     best = np.nanmax(raw)
     worst = np.nanmin(raw)
     tied = np.flatnonzero(raw == best)

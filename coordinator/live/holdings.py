@@ -62,6 +62,9 @@ class Holdings:
         """Uids of assumed pods, oldest first (a dict as an ordered set)."""
         self._assumed_on: dict[str, dict[str, None]] = {}
         """The same per node; a node without assumed pods has no entry."""
+        self.io_heavy: dict[str, dict[str, int]] = {}
+        """Pods marked I/O-heavy held here, by namespace, then node (no zero counts): what
+        an I/O-heavy pod of that namespace spreads away from."""
 
     @property
     def assumed_count(self) -> int:
@@ -149,6 +152,13 @@ class Holdings:
 
     def _forget(self, uid: str) -> Held:
         held = self.held.pop(uid)
+        if held.request.io_heavy:
+            on = self.io_heavy[namespace_of(held.request)]
+            on[held.node] -= 1
+            if not on[held.node]:
+                del on[held.node]
+                if not on:
+                    del self.io_heavy[namespace_of(held.request)]
         if held.assumed_until is not None:
             del self._assumed[uid]
             on_node = self._assumed_on[held.node]
@@ -168,6 +178,9 @@ class Holdings:
         if state is None or node not in state.index:
             return
         self._take(state, uid, node, request, assumed_until)
+        if request.io_heavy:
+            on = self.io_heavy.setdefault(namespace_of(request), {})
+            on[node] = on.get(node, 0) + 1
         if assumed_until is not None:
             self._assumed[uid] = None
             self._assumed_on.setdefault(node, {})[uid] = None
@@ -191,6 +204,11 @@ class Holdings:
             devices = best_fit_devices(state.gpu_free[i], request.gpus, milli)
         state.allocate(Placement(i, devices), cpu, mem, milli if devices else 0, request.tag)
         self.held[uid] = Held(node, request, devices, cpu, mem, assumed_until)
+
+
+def namespace_of(request: PodRequest) -> str:
+    """The namespace of a pod (its name is ``namespace/name``)."""
+    return request.name.partition("/")[0]
 
 
 def _give_back(state: ClusterState, held: Held) -> None:

@@ -13,11 +13,20 @@ Only marked pods are kept off: the mark is the pod owner's, which is safe precis
 because it can only narrow where that pod itself goes. A node without a fresh report
 is unknown and passes. Like every live signal, each report is judged afresh: a node is
 offered again the report after its disks calm down.
+
+**Spread** (:func:`spread`, ``signals.io.spread``): prioritize ranks the nodes for a
+marked pod by a penalty first and the policy's score second — the I/O-heavy pods of the
+pod's *own namespace* held on the node (bound or assumed), and the node's measured I/O
+(busiest disk's utilisation, or I/O PSI). Counting only its own namespace's marks keeps
+the mark harmless: a pod owner who marks many pods moves only their own namespace's
+I/O-heavy pods away, never another tenant's; what pushes every marked pod away is what the
+agent measured. Unmarked pods score as before.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -60,3 +69,41 @@ def saturated(
             fails[k] = True
             why[i] = reason
     return fails, why
+
+
+SPREAD_WEIGHT: Final = 2.0
+"""What one I/O-heavy pod of the same namespace on a node, or a node fully busy on I/O,
+costs in :func:`spread`: twice the whole range of the policy's scores, so that spreading
+decides and the policy only breaks ties among equally loaded nodes."""
+
+
+def spread_penalty(
+    state: ClusterState, same_namespace: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """Per row of ``state``: :data:`SPREAD_WEIGHT` × (the I/O-heavy pods of the incoming
+    pod's namespace held there + the node's measured I/O busy share, 0-1: the busiest
+    disk's utilisation or the I/O PSI some avg10, whichever is larger, both 0-100 by the
+    report's schema; 0 where unknown)."""
+    busy = np.nan_to_num(state.io_pressure_pct / 100.0, nan=0.0)
+    for i, disks in enumerate(state.disks):
+        if disks:
+            busy[i] = max(busy[i], max(util for _, util, _ in disks) / 100.0)
+    penalty = SPREAD_WEIGHT * (same_namespace + busy)
+    return np.asarray(penalty, dtype=np.float64)
+
+
+def spread(
+    raw: npt.NDArray[np.float64], penalty: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """The policy's ``raw`` scores (NaN: not a candidate) for an I/O-heavy pod, ranked by
+    ``penalty`` first: each scaled onto 0-1 over the candidates, less its row's penalty.
+    Scores that are not finite (a policy's own extremes) are left as the policy gave them."""
+    scored = ~np.isnan(raw)
+    values = raw[scored]
+    if not values.size or not np.isfinite(values).all():
+        return raw
+    best, worst = float(values.max()), float(values.min())
+    out = np.array(raw, dtype=np.float64)
+    unit = (values - worst) / (best - worst) if best > worst else np.zeros_like(values)
+    out[scored] = unit - penalty[scored]
+    return out
