@@ -155,6 +155,9 @@ def plan(view: View, settings: AutoscaleSettings) -> Hints:
     keys = settings.group_labels
     bound_pods = {p.uid: p.scheduling for p in view.pods if p.node is not None}
     snapshot = feasibility.Snapshot(view.nodes, bound_pods)
+    passing: dict[Shape, list[str]] = {}
+    """Shape → the nodes its pods pass the node-level filters on: the same for every
+    queue of that shape, judged once per round."""
     by_queue: dict[str, list[PodFacts]] = {}
     deadlocked: dict[tuple[str, str, frozenset[str]], list[PodFacts]] = {}
     for pod in view.pods:
@@ -178,7 +181,7 @@ def plan(view: View, settings: AutoscaleSettings) -> Hints:
         for (queue, wants, asked), pods in sorted(deadlocked.items(), key=lambda kv: kv[0][:2])
     )
     hints = tuple(
-        _hint(bound, by_queue.get(queue, []), snapshot, view.groups, settings)
+        _hint(bound, by_queue.get(queue, []), snapshot, view.groups, settings, passing)
         for queue, bound in sorted(view.bounds.items())
     )
     return Hints(
@@ -200,6 +203,7 @@ def _hint(
     snapshot: feasibility.Snapshot,
     known: Sequence[Group],
     settings: AutoscaleSettings,
+    passing: dict[Shape, list[str]],
 ) -> Hint | None:
     pending = [p for p in pods if _pending(p)]
     drawn = pending or [p for p in pods if p.node is not None]
@@ -238,7 +242,7 @@ def _hint(
     # The work's shape, unbound (a bound pod's nodeName would keep it off every other node).
     shape = replace(work[0].scheduling, node=None, nominated=None)
     probe = replace(shape, requests=standard_pod)
-    room, counted = _room(probe, snapshot, demand)
+    room, counted = _room(probe, snapshot, demand, passing)
     gap = {r: demand[r] - room.get(r, 0) for r in demand if demand[r] > room.get(r, 0)}
     base = dict(
         queue=bound.queue,
@@ -273,19 +277,28 @@ def _hint(
 
 
 def _room(
-    probe: feasibility.Pod, snapshot: feasibility.Snapshot, demand: Amounts
+    probe: feasibility.Pod,
+    snapshot: feasibility.Snapshot,
+    demand: Amounts,
+    passing: dict[Shape, list[str]],
 ) -> tuple[dict[str, int], int]:
     """The free room, per resource of ``demand``, of the nodes where ``probe`` (the
-    standard pod, with the work's shape) fits now; and how many such nodes."""
+    standard pod, with the work's shape) fits now; and how many such nodes. The nodes
+    passing the node-level filters are looked up in, or added to, ``passing``."""
     question = feasibility.Question(probe, snapshot)
+    names = passing.get(key := _shape(probe))
+    if names is None:
+        names = passing[key] = [n for n in sorted(snapshot.nodes) if question.static(n).fits]
     room = dict.fromkeys(demand, 0)
     counted = 0
-    for name in sorted(snapshot.nodes):
-        if not question.static(name).fits or question.short(name):
+    for name in names:
+        if question.short(name):
             continue
         counted += 1
         node = snapshot.nodes[name]
-        used = resources.requested(snapshot, name)
+        used = snapshot.requested.get(name)  # filled by the question's short() just now
+        if used is None:
+            used = snapshot.requested[name] = resources.requested(snapshot, name)
         for r in room:
             room[r] += max(0, node.allocatable.get(r, 0) - used.get(r, 0))
     return room, counted
