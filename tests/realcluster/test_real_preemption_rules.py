@@ -14,9 +14,10 @@ picks. The rules:
   does not match) is no candidate; its pods are the cheapest by Stowage's measure (a fresh
   checkpoint), so a planner blind to the rule would pick them.
 * **NodePorts, InterPodAffinity, PodTopologySpread**: the victims are the pods whose going
-  the rule needs (the host port's holder; the pod the preemptor's anti-affinity selects and
-  the pod whose own anti-affinity selects the preemptor; the pod that skews the spread),
-  not the cheaper bystanders, whose eviction would free resources the pod cannot use.
+  the rule needs (the host port's holder, not the cheaper holder of another port; the pod
+  the preemptor's anti-affinity selects and the pod whose own anti-affinity selects the
+  preemptor; the pod that skews the spread), not the cheaper bystanders, whose eviction
+  would free resources the pod cannot use.
 * **PodDisruptionBudget**: kube-scheduler takes a budget-protected pod when nothing else
   helps; Stowage refuses, so the pod stays pending and the protected pod runs.
 * **Levels, dropped not narrowed**: where Stowage allows only some of a node's victims and
@@ -65,6 +66,8 @@ CLASSES: Final = {
 ZONE: Final = "topology.kubernetes.io/zone"
 WAIT_S: Final = 90.0
 PREEMPTOR: Final = "urgent"
+CHECKPOINT_AGE_S: Final = 3600.0
+"""How long ago the pods not ``checkpointed`` were: far more than the module takes."""
 NO_CANDIDATE: Final = "no candidate node for preemption"
 """kube-scheduler's verdict when it had candidates and its extenders removed them all."""
 
@@ -118,8 +121,11 @@ def pod(
     ports: tuple[int, ...] = (),
     **spec: Any,
 ) -> dict[str, Any]:
-    """A pod of 1 CPU and 1 GiB (and ``gpus``), bound to ``node`` if given;
-    ``checkpointed``: its last checkpoint is now, which makes it Stowage's cheapest victim."""
+    """A pod of 1 CPU and 1 GiB (and ``gpus``), bound to ``node`` if given, whose last
+    checkpoint was an hour ago — or, ``checkpointed``, now: then it is Stowage's cheapest
+    victim of its level. (Without a checkpoint a pod would lose the work since it started,
+    which for pods started during this module is less than since a checkpoint taken when
+    the module was loaded: the cheapest would be whichever started last.)"""
     resources: dict[str, Any] = {"requests": {"cpu": "1", "memory": "1Gi"}}
     if gpus:
         amounts = {"nvidia.com/gpu": str(gpus), "cpu": "1", "memory": "1Gi"}
@@ -136,8 +142,8 @@ def pod(
             **spec,
         },
     }
-    if checkpointed:
-        body["metadata"]["annotations"] = {"stowage.io/last-checkpoint": f"{time.time():.0f}"}
+    stamp = time.time() - (0 if checkpointed else CHECKPOINT_AGE_S)
+    body["metadata"]["annotations"] = {"stowage.io/last-checkpoint": f"{stamp:.0f}"}
     if node is not None:
         body["spec"]["nodeName"] = node
     return body
@@ -197,9 +203,13 @@ def scenarios() -> tuple[Scenario, ...]:
             # deletion only when the rule that refused it cares about that victim; an
             # earlier deletion arrives while the preemption runs and is held back, so a
             # port holder deleted before a GPU holder left the pod pending for minutes.
+            # The other port's holder, the cheapest, keeps a model that takes any host port
+            # for a conflict from passing: its plan (and the verb, narrowing to the holder)
+            # would want it gone too.
             pods=(
                 pod("holder", "rc-rules-low", node=ports, ports=(8080,)),
                 pod("bystander", "rc-rules-low", node=ports, checkpointed=True),
+                pod("other-port", "rc-rules-low", node=ports, ports=(9090,), checkpointed=True),
             ),
             preemptor=urgent(ports=(8080,)),
             victims=frozenset({"holder"}),
