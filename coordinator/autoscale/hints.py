@@ -244,28 +244,31 @@ def _hint(
     probe = replace(shape, requests=standard_pod)
     room, counted = _room(probe, snapshot, demand, passing)
     gap = {r: demand[r] - room.get(r, 0) for r in demand if demand[r] > room.get(r, 0)}
-    base = dict(
+    waiting = len(work) if pending else 0
+    why = (
+        f"queue {bound.queue}: {waiting} pending pod(s) and {settings.reserve_jobs} standard"
+        f" job(s) ({_text(standard)}) want {_text(demand)}, {counted} node(s) have"
+        f" {_text(room)} free for them"
+    )
+    hint = Hint(
         queue=bound.queue,
         source=bound.source,
-        pending=len(work) if pending else 0,
+        pending=waiting,
         standard=standard,
         demand=demand,
         room=room,
         gap=gap,
+        group=None,
+        nodes=0,
+        reason=f"{why}: room enough",
         other_shapes=len(judged) - len(work),
         unjudged=unjudged,
     )
-    why = (
-        f"queue {bound.queue}: {len(work) if pending else 0} pending pod(s) and"
-        f" {settings.reserve_jobs} standard job(s) ({_text(standard)}) want {_text(demand)},"
-        f" {counted} node(s) have {_text(room)} free for them"
-    )
     if not gap:
-        return Hint(group=None, nodes=0, reason=f"{why}: room enough", **base)  # type: ignore[arg-type]
+        return hint
     chosen = _group(replace(shape, requests=largest), gap, known)
     if isinstance(chosen, str):
-        reason = f"{why}; lacking {_text(gap)}, but {chosen}"
-        return Hint(group=None, nodes=0, reason=reason, **base)  # type: ignore[arg-type]
+        return replace(hint, reason=f"{why}; lacking {_text(gap)}, but {chosen}")
     group, count = chosen
     capped = count > settings.max_nodes
     count = min(count, settings.max_nodes)
@@ -273,7 +276,7 @@ def _hint(
     reason = f"{why}; lacking {_text(gap)}: add {count} node(s) of {group.name} ({each} each)" + (
         f", capped at autoscale.max_nodes {settings.max_nodes}" if capped else ""
     )
-    return Hint(group=group.name, nodes=count, reason=reason, **base)  # type: ignore[arg-type]
+    return replace(hint, group=group.name, nodes=count, reason=reason)
 
 
 def _room(

@@ -221,6 +221,7 @@ def annotated(api_client: Any) -> Callable[[], dict[Target, str]]:
             value = (metadata(ns).annotations or {}).get(ann.SCALE_HINT)
             if value:
                 found[(NAMESPACE, name_of(ns))] = value
+        queues: Any
         try:
             queues = custom.list_cluster_custom_object(
                 "scheduling.volcano.sh", "v1beta1", "queues", _request_timeout=LIST_TIMEOUT_S
