@@ -332,7 +332,7 @@ class _Search:
             if self.best is not None and not cost < self.best[0]:
                 return
             if not self.question.without(target.name, taken).fits:
-                continue
+                continue  # no use looking for homes: the last check would refuse it
             homes = self._rehome(target.name, taken)
             if homes is not None:
                 self.best = (cost, target.name, taken, chosen, homes)
@@ -349,7 +349,7 @@ class _Search:
         if self._placer is None:
             self._placer = Placer(view, closed=set())
         placer = self._placer
-        placer.closed = {node, *view.promised, *(view.held[u].node for u in taken)}
+        placer.closed = {*view.promised, *(view.held[u].node for u in taken)}  # node too
         order = sorted(taken, key=lambda u: _size(view, u))  # largest first
         originals = placer.lift(taken)
         placed: list[tuple[str, Placement]] = []

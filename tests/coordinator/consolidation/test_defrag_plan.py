@@ -4,6 +4,7 @@ place but for one rule."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from coordinator.config import DefragSettings, EvictionSettings
@@ -128,6 +129,33 @@ def test_a_pod_as_large_as_the_pending_one_is_not_moved() -> None:
     assert isinstance(migrate(rig, pending(gpus=5)), Refusal)
 
 
+def test_a_pod_as_large_as_the_pending_one_only_moves_the_hole_and_stays() -> None:
+    rig = EvictRig(settings=roomy_caps()).nodes(*gpu_nodes("n1", "n2"))
+    # big may run on n1 only; a (as large as big) could move to n2, which has 4 free.
+    rig.pods(small("a", "n1", gpus=4), small("h", "n1", gpus=2, priority=HIGH))
+    rig.pods(small("g", "n2", gpus=4, priority=HIGH))
+    obj = pending(gpus=4)
+    obj["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "n1"}
+    answer = migrate(rig, obj)
+    assert isinstance(answer, Refusal), answer
+
+
+def test_no_pod_moves_to_a_node_an_earlier_plan_of_the_round_promised() -> None:
+    rig = EvictRig(settings=roomy_caps()).nodes(*gpu_nodes("n1", "n2", "n3"))
+    rig.pods(small("a", "n1"))
+    rig.pods(*(small(f"h{k}", "n2", priority=HIGH) for k in range(2)))  # n2: 6 free
+    rig.pods(*(small(f"j{k}", "n3", priority=HIGH) for k in range(2)))  # n3: 6 free
+    obj = pending()
+    rig.pods(obj)
+    view = rig.view()
+    assert moved(plan_migration(view, rig.facts(obj), DEFRAG, rig.evictions, NOW)) == {
+        ("ns/a", "n2")  # the policy's tie goes by name
+    }
+    promised = dataclasses.replace(view, promised=frozenset({"n2"}))
+    answer = plan_migration(promised, rig.facts(obj), DEFRAG, rig.evictions, NOW)
+    assert moved(answer) == {("ns/a", "n3")}
+
+
 def test_a_budget_allowing_no_disruption_keeps_its_pods() -> None:
     rig = EvictRig(settings=roomy_caps()).nodes(*gpu_nodes("n1", "n2"))
     rig.pods(small("a", "n1"), small("b", "n1"), small("c", "n2", labels={"app": "c"}))
@@ -228,3 +256,30 @@ def test_a_deadline_passed_cuts_the_search() -> None:
     passed = Deadline(lambda: 2.0, 1.0)
     answer = migrate(rig, pending(), deadline=passed)
     assert isinstance(answer, Refusal) and "cut" in answer.reason
+
+
+def test_the_pending_pod_is_judged_again_with_the_moved_pods_in_their_new_places() -> None:
+    rig = EvictRig(settings=roomy_caps())
+    rig.nodes(_zoned("n1", "a"), _zoned("n2", "a"), _zoned("n3", "b"))
+    # c (app=x) must leave n2 for big, which keeps app=x out of its zone: n1, the policy's
+    # first choice (fuller), is in big's zone; only n3 (zone b) will do.
+    rig.pods(*(small(f"h{k}", "n1", priority=HIGH) for k in range(6)))
+    rig.pods(small("c", "n2", labels={"app": "x"}), small("h", "n3", priority=HIGH))
+    obj = pending()
+    obj["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "x"}},
+                    "topologyKey": "topology.kubernetes.io/zone",
+                }
+            ]
+        }
+    }
+    assert moved(migrate(rig, obj)) == {("ns/c", "n3")}
+
+
+def _zoned(name: str, zone: str) -> dict[str, Any]:
+    obj = node(name, cpu="64", memory="512Gi", gpus=8)
+    obj["metadata"]["labels"]["topology.kubernetes.io/zone"] = zone
+    return obj

@@ -196,3 +196,26 @@ async def test_a_pod_with_no_migration_is_told_why_once(make: Make) -> None:
     await defragger.act(planned, live.cluster)
     (told,) = [e for e in cluster.rig.events("huge") if e["reason"] == "EvictionNotPlanned"]
     assert told["message"].startswith("defrag: no node could take default/huge")
+    said = [d for d in cluster.rig.log if d.subject == "default/huge"]
+    assert [d.decision for d in said] == ["refused"]  # once, not every cycle
+
+
+async def test_a_migration_whose_pod_left_while_it_was_planned_is_dropped(make: Make) -> None:
+    cluster, defragger, live = make(evict=True)
+    planned = cluster.planned(live)
+    small = cluster.kube.store.get(PODS, "default", "small")
+    live.cluster.remove_pod(small)  # the watch saw it go after the fork
+    await cluster.rig.executor.start_cycle()
+    await defragger.act(planned, live.cluster)
+    assert cluster.pods() == {"a", "b", "small", "big"}
+    assert cluster.rig.events("small") == [] and cluster.nominated("n2") is None
+
+
+def test_a_round_promises_each_migrations_room_to_its_pod(make: Make) -> None:
+    cluster, _, _ = make(evict=False)
+    cluster.pod("twin", None, gpus="8")  # wants the same room as big
+    planned = cluster.planned(cluster.live())
+    answers = {a.pod: a.answer for a in planned.answers}
+    assert getattr(answers["default/big"], "node", None) == "n2"
+    # n2 is big's; n1 receives big's moved pod: no room is counted twice.
+    assert not hasattr(answers["default/twin"], "node"), answers["default/twin"]
