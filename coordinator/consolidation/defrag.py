@@ -251,7 +251,7 @@ class _Search:
         self._placer: Placer | None = None
 
     def run(self, rows: Sequence[int]) -> None:
-        targets = [t for i in rows if (t := self._target(i, rows)) is not None]
+        targets = [t for i in rows if (t := self._target(i)) is not None]
         try:
             for size in range(1, self.settings.max_moves + 1):
                 if self.best is not None and size > self.best[0][0]:
@@ -264,7 +264,7 @@ class _Search:
         except _Cut:
             self.cut = True
 
-    def _target(self, i: int, rows: Sequence[int]) -> _Target | None:
+    def _target(self, i: int) -> _Target | None:
         view, rules = self.view, self.rules
         request = self.pod.request
         name = view.state.names[i]
@@ -349,7 +349,7 @@ class _Search:
         if self._placer is None:
             self._placer = Placer(view, closed=set())
         placer = self._placer
-        placer.closed = {*view.promised, *(view.held[u].node for u in taken)}  # node too
+        placer.closed = {*view.promised, *(view.held[u].node for u in taken)}  # ``node`` too
         order = sorted(taken, key=lambda u: _size(view, u))  # largest first
         originals = placer.lift(taken)
         placed: list[tuple[str, Placement]] = []

@@ -112,6 +112,17 @@ def test_a_pod_without_a_controller_is_not_moved() -> None:
     assert moved(migrate(rig, pending())) == {("ns/a", "n2"), ("ns/b", "n2")}
 
 
+def test_a_daemonset_pod_is_not_moved() -> None:
+    rig = EvictRig(settings=roomy_caps()).nodes(*gpu_nodes("n1", "n2"))
+    daemon = small("c", "n2")
+    daemon["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "ds-uid",
+         "controller": True}
+    ]  # fmt: skip
+    rig.pods(small("a", "n1"), small("b", "n1"), daemon)
+    assert moved(migrate(rig, pending())) == {("ns/a", "n2"), ("ns/b", "n2")}
+
+
 def test_a_pod_writing_a_checkpoint_is_not_moved() -> None:
     rig = EvictRig(settings=roomy_caps()).nodes(*gpu_nodes("n1", "n2"))
     writing = {"stowage.io/checkpointing": "true"}
