@@ -18,6 +18,8 @@ picks. The rules:
   the preemptor's anti-affinity selects and the pod whose own anti-affinity selects the
   preemptor; the pod that skews the spread), not the cheaper bystanders, whose eviction
   would free resources the pod cannot use.
+* **NodeResourcesFit's pod count**: a node with room for the pod's CPU and memory but
+  not for one more pod needs a victim all the same (Stowage's own filter counts no pods).
 * **PodDisruptionBudget**: kube-scheduler takes a budget-protected pod when nothing else
   helps; Stowage refuses, so the pod stays pending and the protected pod runs.
 * **Levels, dropped not narrowed**: where Stowage allows only some of a node's victims and
@@ -81,6 +83,8 @@ class NodeSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     spec: Mapping[str, Any] = field(default_factory=dict)
     """Set once the node is Ready (kwok and the node controller then leave it alone)."""
+    pods: int = 110
+    """Its pod capacity."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,7 @@ def scenarios() -> tuple[Scenario, ...]:
     ports, anti, spread = (node_name(s, "a") for s in ("ports", "anti", "spread"))
     spread_b, guarded = node_name("spread", "b"), node_name("budget", "a")
     short_a, short_b = node_name("short", "a"), node_name("short", "b")
+    counted = node_name("count", "a")
     skew = {
         "maxSkew": 1,
         "topologyKey": ZONE,
@@ -241,6 +246,19 @@ def scenarios() -> tuple[Scenario, ...]:
             preemptor=urgent(gpus=8, labels={"app": "spread"}, topologySpreadConstraints=[skew]),
             victims=frozenset({"s-low"}),
             lands=spread,
+        ),
+        Scenario(
+            name="count",
+            # Room for two pods: CPU and memory to spare, as Stowage's own filter counts,
+            # but kube-scheduler's NodeResourcesFit counts pods too.
+            nodes=(NodeSpec(counted, pods=2),),
+            pods=(
+                pod("counted-low", "rc-rules-low", node=counted),
+                pod("counted-medium", "rc-rules-medium", node=counted),
+            ),
+            preemptor=urgent(),
+            victims=frozenset({"counted-low"}),
+            lands=counted,
         ),
         Scenario(
             name="budget",
@@ -439,7 +457,7 @@ def build(cluster: kit.Cluster, pods: Watched, budgets: Watched) -> None:
     (observed by the disruption controller) and the pending preemptors."""
     for s in SCENARIOS:
         for n in s.nodes:
-            cluster.add_node(n.name, OWNER, gpus=8, labels={**s.pool, **n.labels})
+            cluster.add_node(n.name, OWNER, gpus=8, labels={**s.pool, **n.labels}, pods=n.pods)
     cluster.wait_ready([n.name for s in SCENARIOS for n in s.nodes])
     for s in SCENARIOS:
         for n in s.nodes:
