@@ -16,8 +16,9 @@ shows the follower's own (warm) decisions, and says it is not the one agents fol
 ``GET /debug/plan?pod=NS/NAME`` (or ``?node=NODE`` for memory pressure): what the
 eviction planner would evict now and why, without acting — the plan (node, victims with
 the reason each is in it, the cost key, whether approval is needed) or the refusal.
-``stowage plan --explain`` prints it. Cooldowns are the leader's executor's state, not
-this replica's: the answer says so and plans as if no queue were cooling down.
+``stowage plan --explain`` prints it. The cooldowns applied are those every replica
+shares (:mod:`coordinator.live.cooldowns`: the rounds that really evicted); the leader's
+dry-run preview keeps its own, which the answer's note says are not applied.
 
 ``GET /debug/nodes[?filter=SUBSTRING][&limit=N]``: every node's tile
 (:mod:`coordinator.nodeview`), by name — the data of ``/ui`` and ``stowage top``. The
@@ -125,7 +126,10 @@ def _whole_number(text: str, most: int) -> int | None:
     return value if 1 <= value <= most else None
 
 
-PLAN_NOTE = "cooldowns are not applied here: the leader's executor keeps them"
+PLAN_NOTE = (
+    "the cooldowns of rounds that evicted are applied; a dry-run round's, kept by the"
+    " leader's executor alone, are not"
+)
 
 
 async def plan(request: web.Request) -> web.Response:
@@ -140,10 +144,10 @@ async def plan(request: web.Request) -> web.Response:
             {"error": "give ?pod=NAMESPACE/NAME (preemption) or ?node=NODE (pressure)"},
             status=400,
         )
-    view = view_of(cluster)
+    now = services.clock.wall()
+    view = view_of(cluster, cluster.cooldowns.active(now))
     if view is None:
         return web.json_response({"error": "no nodes known yet"}, status=404)
-    now = services.clock.wall()
     outcome: Plan | Refusal
     if pod_key:
         key = pod_key if "/" in pod_key else f"default/{pod_key}"

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestClient
 from cli import plan as plan_cli
 from cli.main import build_parser
 from coordinator import debug
+from coordinator.live import cooldowns
 from coordinator.services import SERVICES
 from tests.coordinator.eviction.evictrig import EvictRig, node, pod
 
@@ -97,3 +98,18 @@ def test_a_plan_needing_approval_says_how_to_give_it() -> None:
     assert "  queue heavy: needs approval (kubectl stowage approve ns/want, once proposed)\n" in (
         plan_cli.words(answer)
     )
+
+
+async def test_explain_applies_the_shared_cooldowns(aiohttp_client: Any) -> None:
+    """A queue whose last round evicted (the Lease every replica watches) gets no plan
+    here either, whichever replica is asked."""
+    rig = cluster()
+    wall = rig.clock.wall()
+    rig.cluster.cooldowns.observe(cooldowns.value({"ns": wall + 60}, wall))
+    client, _ = await serve(aiohttp_client, rig)
+    resp = await client.get("/debug/plan", params={"pod": "ns/want"})
+    answer = await resp.json()
+    assert "queue ns is cooling down" in answer["refusal"]
+    rig.clock.advance(60)
+    resp = await client.get("/debug/plan", params={"pod": "ns/want"})
+    assert (await resp.json())["plan"]["node"] == "gpu-a"
