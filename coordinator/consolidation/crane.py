@@ -87,8 +87,15 @@ _DAY: Final = (BY_NAME["1d"],)
 def value(ratio_or_count: float | int, at: float) -> str:
     """One annotation value as crane-scheduler writes it: ``0.35000,2026-…Z``; an int
     (the hot value) as Go's ``strconv.Itoa``."""
-    text = str(ratio_or_count) if isinstance(ratio_or_count, int) else f"{ratio_or_count:.5f}"
-    return f"{text},{dt.datetime.fromtimestamp(at, dt.UTC).strftime(TIME_LAYOUT)}"
+    return f"{_text(ratio_or_count)},{_timestamp(at)}"
+
+
+def _text(ratio_or_count: float | int) -> str:
+    return str(ratio_or_count) if isinstance(ratio_or_count, int) else f"{ratio_or_count:.5f}"
+
+
+def _timestamp(at: float) -> str:
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime(TIME_LAYOUT)
 
 
 @dataclass(slots=True)
@@ -126,6 +133,12 @@ class _Node:
     """Uids bound to the node at the last sample (None before the first)."""
     bindings: deque[tuple[float, int]] = field(default_factory=deque)
     """(sample time, pods newly bound since the sample before), within the longest range."""
+    hot: int = 0
+    """The hot value as of the last sample."""
+    pcts: tuple[float, ...] = ()
+    """The six usage figures of :data:`KEYS` (0-100, NaN unknown) as of the last sample
+    with a fresh report: the publisher asks every node every second, the windows change
+    only at a sample."""
 
 
 class CraneLoad:
@@ -158,6 +171,10 @@ class CraneLoad:
             node.bound = uids
             while node.bindings and node.bindings[0][0] <= now - longest:
                 node.bindings.popleft()
+            node.hot = sum(
+                sum(n for t, n in node.bindings if t > now - range_s) // per_point
+                for range_s, per_point in HOT_VALUE
+            )
             signals = cluster.signals.get(name)
             if signals is None:
                 continue
@@ -165,18 +182,14 @@ class CraneLoad:
                 node.cpu.observe(now, signals.cpu_used_pct)
             if not math.isnan(signals.mem_used_pct):
                 node.mem.observe(now, signals.mem_used_pct)
+            node.pcts = (*node.cpu.pct(now), *node.mem.pct(now))
             sampled += 1
         return sampled
 
     def hot_value(self, name: str) -> int:
-        """crane's ``node_hot_value`` of node ``name`` now."""
-        node, now = self._nodes.get(name), self._clock.monotonic()
-        if node is None:
-            return 0
-        total = 0
-        for range_s, per_point in HOT_VALUE:
-            total += sum(n for t, n in node.bindings if t > now - range_s) // per_point
-        return total
+        """crane's ``node_hot_value`` of node ``name`` as of the last sample."""
+        node = self._nodes.get(name)
+        return 0 if node is None else node.hot
 
     def annotations(self, name: str, at: float) -> Extra:
         """Node ``name``'s crane annotations stamped ``at`` (Unix time): every key, None
@@ -187,21 +200,16 @@ class CraneLoad:
         node = self._nodes.get(name)
         if node is None:
             return values, numbers
-        hot = self.hot_value(name)
-        values[HOT_VALUE_KEY] = value(hot, at)
+        stamp = _timestamp(at)  # once, not once a key: every node, every second
+        values[HOT_VALUE_KEY] = f"{_text(node.hot)},{stamp}"
         # Any change of the hot value is due: 100 points per point, past any tolerance.
-        numbers[f"crane.{HOT_VALUE_KEY}"] = 100.0 * hot
+        numbers[f"crane.{HOT_VALUE_KEY}"] = 100.0 * node.hot
         if name not in self._cluster.signals:
             return values, numbers
-        now = self._clock.monotonic()
-        for usage, keys in (
-            (node.cpu, (CPU_AVG_5M, CPU_MAX_AVG_1H, CPU_MAX_AVG_1D)),
-            (node.mem, (MEM_AVG_5M, MEM_MAX_AVG_1H, MEM_MAX_AVG_1D)),
-        ):
-            for key, pct in zip(keys, usage.pct(now), strict=True):
-                if not math.isnan(pct):
-                    values[key] = value(pct / 100.0, at)
-                    numbers[f"crane.{key}"] = pct
+        for key, pct in zip(KEYS, node.pcts, strict=False):
+            if not math.isnan(pct):
+                values[key] = f"{_text(pct / 100.0)},{stamp}"
+                numbers[f"crane.{key}"] = pct
         return values, numbers
 
 

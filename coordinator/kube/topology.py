@@ -225,6 +225,9 @@ class TopologyExporter:
         """What this term wrote of each node."""
         self._owned: dict[str, bool] = {}
         """Whether each node's object (read once this term) is Stowage's to write."""
+        self._built: dict[str, tuple[NodeSignals, Export | None]] = {}
+        """Each node's object as built from the signals it was built from: a node's signals
+        change with its reports (every 10 s), not with each tick."""
         self._retry_at: dict[str, tuple[int, float]] = {}
         """Nodes whose last write was refused: failures and when to try again."""
         self._held_until = -math.inf
@@ -248,6 +251,8 @@ class TopologyExporter:
         if now_mono < self._held_until:
             return 0
         writes = 0
+        for left in [n for n in self._built if n not in cluster.signals]:
+            del self._built[left]
         gone = [n for n, ours in self._owned.items() if ours and n not in cluster.specs]
         for name in gone:
             if not self._bucket.take():
@@ -260,7 +265,10 @@ class TopologyExporter:
             retry = self._retry_at.get(name)
             if name not in cluster.specs or (retry is not None and now_mono < retry[1]):
                 continue
-            export = export_of(name, signals)
+            built = self._built.get(name)
+            if built is None or built[0] is not signals:
+                built = self._built[name] = (signals, export_of(name, signals))
+            export = built[1]
             if export is None or not due(
                 export, self._written.get(name), self._settings.change_pct
             ):
