@@ -419,6 +419,9 @@ class LiveCluster:
             if verdict.age_s is None
             else {"measured_at": verdict.measured_at, "received_s_ago": verdict.age_s}
         )
+        penalty = self._io_spread(pod)
+        if penalty is not None:  # what prioritize ranks an I/O-heavy pod's nodes by first
+            answer["io_spread_penalty"] = round(float(penalty[i]), 3)
         return answer
 
     # -------------------------------------------------------------- internals

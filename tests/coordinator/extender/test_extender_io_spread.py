@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 from coordinator.config import IoSettings, SignalSettings
+from coordinator.state.podrequest import PodRequest
 from tests.coordinator.extender.conftest import MOST_ALLOCATED, MakeRig, Rig
 from tests.coordinator.extender.kubejson import GIB, pod
 from tests.coordinator.extender.test_extender_volcano import node_info, task
@@ -32,6 +33,10 @@ def bound(name: str, node: str, namespace: str = "ns") -> dict[str, Any]:
     }  # fmt: skip
 
 
+def request_of_heavy() -> PodRequest:
+    return PodRequest("ns/p", 2000, 4 * GIB, 0, 0, io_heavy=True)
+
+
 async def scores(rig: Rig, the_pod: dict[str, Any]) -> dict[str, int]:
     status, reply = await rig.post(PRIORITIZE, {"Pod": the_pod, "NodeNames": OFFERED})
     assert status == 200
@@ -42,6 +47,15 @@ async def test_an_io_heavy_pod_avoids_its_namespaces_io_heavy_pods(rig: Rig) -> 
     rig.cluster.upsert_pod(bound("writer", "node-a"))
     # node-a: 1 − 2 = −1; node-b 1/3 (the best); node-c 0 → ⌊9 × 1/(4/3)⌋ = 6.
     assert await scores(rig, pod(annotations=HEAVY)) == {"node-c": 6, "node-b": 10, "node-a": 0}
+    # /debug/explain shows it: 2 × (one such pod + no measured I/O) on node-a and on
+    # node-b (where the pod was just assumed), none on node-c.
+    heavy = request_of_heavy()
+    assert rig.cluster.explain(heavy, "node-a")["io_spread_penalty"] == 2.0
+    assert rig.cluster.explain(heavy, "node-b")["io_spread_penalty"] == 2.0
+    assert rig.cluster.explain(heavy, "node-c")["io_spread_penalty"] == 0.0
+    assert "io_spread_penalty" not in rig.cluster.explain(
+        dataclasses.replace(heavy, io_heavy=False), "node-a"
+    )
     # Without the mark (the same pod asked again: its own assumption does not count), it
     # packs as before.
     assert await scores(rig, pod()) == {"node-c": 0, "node-b": 3, "node-a": 10}
@@ -62,6 +76,7 @@ async def test_another_namespaces_marks_push_nothing(rig: Rig) -> None:
 async def test_measured_disk_use_and_io_pressure_count(rig: Rig) -> None:
     rig.set_signals("node-a", disks=(("sda", 25.0, 1.0), ("sdb", 5.0, 1.0)))
     # node-a: 1 − 2 × 0.25 = 0.5, still the best; node-b ⌊9 × (1/3)/0.5⌋ = 6.
+    assert rig.cluster.explain(request_of_heavy(), "node-a")["io_spread_penalty"] == 0.5
     assert await scores(rig, pod(annotations=HEAVY)) == {"node-c": 0, "node-b": 6, "node-a": 10}
     rig.set_signals("node-a", io_pressure_pct=75.0)
     # node-a: 1 − 1.5 = −0.5; node-c ⌊9 × 0.5/(5/6)⌋ = 5.
