@@ -51,11 +51,11 @@ CONSOLIDATE_CORDONED: Final = PREFIX + "consolidate-cordoned"
 """Set by the patrol with the cordon it put on a node (``patrol.cordon: on``): the only
 cordons it ever lifts are those on nodes carrying it, never an operator's."""
 SCALE_HINT: Final = PREFIX + "scale-hint"
-"""Written by the autoscaling hints (:mod:`coordinator.autoscale`) on a Volcano Queue,
-or on the Namespace of a queue bounded by ResourceQuotas:
+"""Written by the autoscaling hints (:mod:`coordinator.autoscale`) on a Volcano Queue:
 ``group=karpenter.sh/nodepool:gpu-a100,nodes=2,gap=nvidia.com/gpu:12;at=…``
 (``nodes=0,group=none`` while no known group fits the work; absent while the queue has
-room)."""
+room). A queue bounded by ResourceQuotas gets none (writing a Namespace is not granted):
+its ``ScaleHint`` Event's message starts with the same value."""
 SCALE_HINT_REASON: Final = PREFIX + "scale-hint-reason"
 KEYS: Final = (
     FULLNESS,

@@ -797,8 +797,9 @@ pools."""
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AutoscaleSettings:
     """Autoscaling hints (:mod:`coordinator.autoscale`): per queue, the room it lacks
-    and the node group and count to add, told on the queue (annotation, Event) and as
-    metrics by the leader. Hints only: nothing here adds, removes or changes a node."""
+    and the node group and count to add, told by the leader as an Event, as metrics
+    and, on a Volcano Queue, an annotation. Hints only: nothing here adds, removes or
+    changes a node."""
 
     enabled: bool = True
     """Work the hints out on every replica (``/debug/hints``, the metrics) and tell them
@@ -817,7 +818,8 @@ class AutoscaleSettings:
     """At most this many nodes in one hint (1..10000): the work of one namespace's pods
     must not ask for a fleet, however much they request."""
     max_patches_per_s: float = 1.0
-    """Cluster-wide cap on the hints' annotation patches (queues and namespaces)."""
+    """Cluster-wide cap on what tells the hints: annotation patches (Volcano Queues only),
+    the Events that alone tell a namespace queue's hint, and deadlock Events."""
 
     def __post_init__(self) -> None:
         _positive("autoscale", interval_s=self.interval_s, max_patches_per_s=self.max_patches_per_s)

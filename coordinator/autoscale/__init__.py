@@ -8,7 +8,7 @@ node.
 * :mod:`.groups`: the node groups, from their nodes' labels, and what a new node of each
   would look like;
 * :mod:`.hints`: the pure planner (gap, group, count, deadlocks);
-* :mod:`.teller`: the leader tells them (annotation, Event, metrics), fenced and
-  rate-limited;
+* :mod:`.teller`: the leader tells them (an Event, the metrics, and an annotation on a
+  Volcano Queue; a namespace gets none), fenced and rate-limited;
 * :mod:`.view`: ``GET /debug/hints`` for ``/ui`` and ``stowage top --hints``.
 """

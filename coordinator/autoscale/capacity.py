@@ -42,7 +42,8 @@ class Bound:
 
     queue: str
     source: str
-    """:data:`VOLCANO` or :data:`QUOTA`: where the hint is told (the Queue or the Namespace)."""
+    """:data:`VOLCANO` or :data:`QUOTA`: how the hint is told (on the Queue, or by an Event
+    about the Namespace)."""
     capability: Mapping[str, int]
     """Resource → the most the queue may hold, in the model's units (cpu in milli-cores);
     a resource absent is not bounded."""

@@ -86,7 +86,8 @@ class View:
 class Hint:
     queue: str
     source: str
-    """Where the queue is told: a Volcano Queue or a Namespace (:mod:`.capacity`)."""
+    """How the queue is told: on its Volcano Queue, or by an Event about its Namespace
+    (:mod:`.capacity`, :mod:`.teller`)."""
     pending: int
     """Pending pods of the work."""
     standard: Amounts

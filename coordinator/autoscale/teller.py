@@ -1,30 +1,38 @@
-"""The leader tells the hints: an annotation on the queue, an Event, and the metrics.
+"""The leader tells the hints: an Event, the metrics, and on a Volcano Queue an annotation.
 
 Where a queue is told (:data:`QUEUE` or :data:`NAMESPACE`):
 
-* a Volcano Queue's hint goes on the **Queue object** (cluster-scoped, the operators');
-* a namespace queue's (bounded by ResourceQuotas) on the **Namespace**: the object that
-  is the queue, readable by whoever may read the namespace; the ResourceQuotas are left
-  to their own writers (and the quota controller). Both writes are a JSON merge patch of
-  ``metadata.annotations`` only.
+* a Volcano Queue's hint is annotated on the **Queue object** (cluster-scoped, the
+  operators'): a JSON merge patch of ``metadata.annotations`` only, and an Event;
+* a namespace queue's (bounded by ResourceQuotas) by an **Event about the Namespace**
+  alone. Nothing is written on the Namespace or its ResourceQuotas: ``patch`` on
+  Namespaces would let whoever holds the coordinator's token relabel any namespace
+  (``pod-security.kubernetes.io/enforce=privileged``), and on ResourceQuotas raise a
+  quota, so the shipped RBAC grants neither.
 
 ``stowage.io/scale-hint`` (:mod:`common.annotations`) carries the group, the nodes and the
 gap while the queue lacks room, and ``stowage.io/scale-hint-reason`` why; both are
-removed (a merge patch of null, a ``ScaleHintCleared`` Event) once it has room again. A
-changed hint is patched again with a ``ScaleHint`` Event. A deadlock
-(:class:`coordinator.autoscale.hints.Deadlock`) gets a ``ScaleDeadlock`` Warning, once
-while it lasts, on the Volcano Queue, else on the namespace of the pods stuck.
+removed (a merge patch of null) once it has room again. A ``ScaleHint`` Event, on either
+kind of queue, carries the same: its message is the annotation's value, a space, and the
+reason (:func:`message`); ``ScaleHintCleared`` says the queue has room again. A changed
+hint is told again. A deadlock (:class:`coordinator.autoscale.hints.Deadlock`) gets a
+``ScaleDeadlock`` Warning, once while it lasts, on the Volcano Queue, else on the
+namespace of the pods stuck.
 
 * **Hints only.** Nothing here touches a Node, a node group or an autoscaler's objects.
 * **Fenced**: every patch passes the lease's fence right before it is written, Events go
   through the fenced recorder; a follower tells nothing (it still keeps the metrics and
   ``/debug/hints``, from its own watches).
-* **Rate-limited**: patches and deadlock Events share one token bucket
-  (``autoscale.max_patches_per_s``); what does not fit waits for the next round, new
-  hints before clearings.
-* **A new term trusts nothing it wrote before**: it lists the Queues and Namespaces that
-  carry a hint now and takes those as told, so an old leader's hint no longer due is
-  cleared and one still due is rewritten only if it changed.
+* **Rate-limited**: what tells a queue (a Queue's patch, a namespace's Event) and deadlock
+  Events share one token bucket (``autoscale.max_patches_per_s``), beside the recorder's
+  own; what does not fit waits for the next round, new hints before clearings. A
+  namespace's Event the recorder held back or failed to write is told again next round.
+* **A new term trusts nothing it wrote before**: it lists the Queues that carry a hint
+  now and takes those as told, so an old leader's hint no longer due is cleared and one
+  still due is rewritten only if it changed. What a term told the namespaces is kept in
+  its memory only: a new leader tells a namespace's still-due hint once more, and a
+  namespace whose hint an old leader told and that has room by now gets no
+  ``ScaleHintCleared`` (its gauges are gone, ``/debug/hints`` shows it with room).
 """
 
 from __future__ import annotations
@@ -39,8 +47,8 @@ from common.clock import Clock
 from coordinator.autoscale import capacity
 from coordinator.autoscale.hints import Hint, Hints, amount
 from coordinator.config import AutoscaleSettings
-from coordinator.kube.client import KubeError, metadata, name_of, translate
-from coordinator.kube.events import EventRecorder, EventType, ObjectRef
+from coordinator.kube.client import KubeError, translate
+from coordinator.kube.events import EventRecorder, EventType, ObjectRef, Recorded
 from coordinator.kube.leader import Fence, LeaseLost
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.ratelimit import TokenBucket
@@ -79,13 +87,19 @@ def pairs_of(hint: Hint) -> dict[str, str]:
     return {"group": hint.group or "none", "nodes": str(hint.nodes), "gap": gap}
 
 
+def message(hint: Hint, now: float) -> str:
+    """A ``ScaleHint`` Event's message: the annotation's value (no spaces in it), a space,
+    and the reason — so a namespace, which has no annotation, is told the same pairs."""
+    return f"{ann.value(pairs_of(hint), now)} {hint.reason}"
+
+
 class Teller:
-    """What this term told each queue (its annotation's pairs)."""
+    """What this term told each queue (the hint's pairs)."""
 
     def __init__(
         self,
-        annotated: Callable[[], dict[Target, str]],
-        patch: Callable[[Target, dict[str, Any]], None],
+        annotated: Callable[[], dict[str, str]],
+        patch: Callable[[str, dict[str, Any]], None],
         recorder: EventRecorder,
         fence: Fence,
         settings: AutoscaleSettings,
@@ -102,23 +116,26 @@ class Teller:
         """Deadlocks told this term, (queue, what is asked): told once while they last."""
 
     async def start_term(self) -> bool:
-        """Take the hints the objects carry now as told; False when they cannot be read
-        (the caller tries again next round)."""
+        """Take the hints the Queues carry now as told, and no namespace's (none is
+        written down); False when the Queues cannot be read (the caller tries again next
+        round)."""
         try:
             found = await asyncio.to_thread(self._annotated)
         except Exception as e:
             error = e if isinstance(e, KubeError) else translate("list scale hints", e)
             log.warning("%s; scale hints wait for the next round", error)
             return False
-        self.told = {t: ann.parse(v)[0] for t, v in found.items()}
+        self.told = {(QUEUE, name): ann.parse(v)[0] for name, v in found.items()}
         self._deadlocks = set()
         return True
 
     async def tell(self, hints: Hints) -> int:
-        """Write what is due within the budget; return how many patches were written."""
+        """Tell what is due within the budget; return how many queues were told (a
+        Queue patched, a namespace's Event written)."""
         self._bucket.refill(self._clock.monotonic())
         now = self._clock.wall()
-        due: list[tuple[Target, str | None, str | None]] = []
+        due: list[tuple[Target, Hint | None]] = []
+        """Each queue to tell, with its hint (None: to clear)."""
         wanted: set[Target] = set()
         for hint in hints.hints:
             if not hint.scale:
@@ -126,27 +143,50 @@ class Teller:
             target = target_of(hint)
             wanted.add(target)
             if self.told.get(target) != pairs_of(hint):
-                due.append((target, ann.value(pairs_of(hint), now), hint.reason))
-        due += [(t, None, None) for t in sorted(self.told) if t not in wanted]
+                due.append((target, hint))
+        due += [(t, None) for t in sorted(self.told) if t not in wanted]
         written = 0
-        for target, value, reason in due:
+        for target, told in due:
             if not self._bucket.take():
                 return written
-            notes = {ann.SCALE_HINT: value, ann.SCALE_HINT_REASON: reason and ann.reason(reason)}
-            done = await self._fenced_patch(target, {"metadata": {"annotations": notes}})
+            if target[0] == QUEUE:
+                done = await self._annotate(target, told, now)
+            else:
+                done = await self._announce(target, told, now)
             if done is None:
                 return written
             if not done:
                 continue
             written += 1
-            if value is None:
+            if told is None:
                 del self.told[target]
-                await self._event(target, EventType.NORMAL, CLEARED, "the queue has room again")
             else:
-                self.told[target] = ann.parse(value)[0]
-                await self._event(target, EventType.NORMAL, TOLD, reason or "")
+                self.told[target] = pairs_of(told)
         await self._tell_deadlocks(hints)
         return written
+
+    async def _annotate(self, target: Target, hint: Hint | None, now: float) -> bool | None:
+        """A Queue: its annotations patched (null: removed), then the Event."""
+        value = None if hint is None else ann.value(pairs_of(hint), now)
+        reason = None if hint is None else ann.reason(hint.reason)
+        notes = {ann.SCALE_HINT: value, ann.SCALE_HINT_REASON: reason}
+        done = await self._fenced_patch(target, {"metadata": {"annotations": notes}})
+        if done:
+            await self._notice(target, hint, now)
+        return done
+
+    async def _announce(self, target: Target, hint: Hint | None, now: float) -> bool | None:
+        """A namespace: the Event alone, so told only once it is written (or was, within
+        the recorder's dedupe window); None when the lease is lost."""
+        result = await self._notice(target, hint, now)
+        if result is Recorded.NOT_LEADER:
+            return None
+        return result in (Recorded.SENT, Recorded.DUPLICATE)
+
+    async def _notice(self, target: Target, hint: Hint | None, now: float) -> Recorded:
+        if hint is None:
+            return await self._event(target, EventType.NORMAL, CLEARED, "the queue has room again")
+        return await self._event(target, EventType.NORMAL, TOLD, message(hint, now))
 
     async def _tell_deadlocks(self, hints: Hints) -> None:
         volcano = {h.queue for h in hints.hints if h.source == capacity.VOLCANO}
@@ -163,16 +203,16 @@ class Teller:
             log.warning("scale deadlock: %s", d.reason)
             await self._event(target, EventType.WARNING, DEADLOCK, d.reason)
 
-    async def _event(self, target: Target, kind: EventType, reason: str, message: str) -> None:
-        await asyncio.to_thread(self._recorder.record, ref(target), kind, reason, message)
+    async def _event(self, target: Target, kind: EventType, reason: str, text: str) -> Recorded:
+        return await asyncio.to_thread(self._recorder.record, ref(target), kind, reason, text)
 
     async def _fenced_patch(self, target: Target, body: dict[str, Any]) -> bool | None:
-        """True when written, False when the API refused (tried again next round), None
-        when the lease is lost (nothing more this round)."""
+        """A Queue's patch: True when written, False when the API refused (tried again
+        next round), None when the lease is lost (nothing more this round)."""
 
         def fenced() -> None:
             self._fence.check(f"patch {target[0]} {target[1]}")
-            self._patch(target, body)
+            self._patch(target[1], body)
 
         try:
             await asyncio.to_thread(fenced)
@@ -206,21 +246,15 @@ def publish(hints: Hints, metrics: CoordinatorMetrics) -> None:
         metrics.scale_deadlocked_pods.labels(queue).set(pods)
 
 
-def annotated(api_client: Any) -> Callable[[], dict[Target, str]]:
-    """The Volcano Queues and Namespaces carrying a hint now (one list of each, at the
-    start of a term); a cluster without Volcano has no Queues (the list's 404)."""
+def annotated(api_client: Any) -> Callable[[], dict[str, str]]:
+    """The Volcano Queues carrying a hint now, by name (one list, at the start of a
+    term); a cluster without Volcano has no Queues (the list's 404)."""
     from kubernetes import client
     from kubernetes.client.exceptions import ApiException
 
-    core = client.CoreV1Api(api_client)
     custom = client.CustomObjectsApi(api_client)
 
-    def read() -> dict[Target, str]:
-        found: dict[Target, str] = {}
-        for ns in core.list_namespace(_request_timeout=LIST_TIMEOUT_S).items:
-            value = (metadata(ns).annotations or {}).get(ann.SCALE_HINT)
-            if value:
-                found[(NAMESPACE, name_of(ns))] = value
+    def read() -> dict[str, str]:
         queues: Any
         try:
             queues = custom.list_cluster_custom_object(
@@ -230,42 +264,33 @@ def annotated(api_client: Any) -> Callable[[], dict[Target, str]]:
             if e.status != 404:
                 raise
             queues = {"items": []}
+        found: dict[str, str] = {}
         for q in queues.get("items") or []:
             meta = q.get("metadata") or {}
             value = (meta.get("annotations") or {}).get(ann.SCALE_HINT)
             if value and meta.get("name"):
-                found[(QUEUE, meta["name"])] = value
+                found[meta["name"]] = value
         return found
 
     return read
 
 
-def patcher(api_client: Any) -> Callable[[Target, dict[str, Any]], None]:
-    """A JSON merge patch of a Queue or a Namespace through the real client."""
+def patcher(api_client: Any) -> Callable[[str, dict[str, Any]], None]:
+    """A JSON merge patch of a Volcano Queue, by name, through the real client."""
     from kubernetes import client
 
-    core = client.CoreV1Api(api_client)
     custom = client.CustomObjectsApi(api_client)
 
-    def patch(target: Target, body: dict[str, Any]) -> None:
-        kind, name = target
-        if kind == QUEUE:
-            custom.patch_cluster_custom_object(
-                "scheduling.volcano.sh",
-                "v1beta1",
-                "queues",
-                name,
-                body,
-                _content_type="application/merge-patch+json",
-                _request_timeout=PATCH_TIMEOUT_S,
-            )
-        else:
-            core.patch_namespace(
-                name,
-                body,
-                _content_type="application/merge-patch+json",
-                _request_timeout=PATCH_TIMEOUT_S,
-            )
+    def patch(name: str, body: dict[str, Any]) -> None:
+        custom.patch_cluster_custom_object(
+            "scheduling.volcano.sh",
+            "v1beta1",
+            "queues",
+            name,
+            body,
+            _content_type="application/merge-patch+json",
+            _request_timeout=PATCH_TIMEOUT_S,
+        )
 
     return patch
 

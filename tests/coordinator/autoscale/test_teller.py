@@ -1,7 +1,9 @@
-"""The leader tells the hints on the queues' Namespaces — annotation, Event, metrics —
-through the real client against the API emulator (which serves no Volcano Queues: the
-queues here are namespace queues): fenced, rate-limited, cleared once a queue has room,
-and what an earlier term left judged afresh."""
+"""The leader tells the hints of namespace queues — an Event about the Namespace, whose
+message carries the pairs a Queue's annotation would, and the metrics — through the real
+client against the API emulator (which serves no Volcano Queues: the queues here are
+namespace queues). The Namespaces refuse every request, as the real API server does
+under the shipped RBAC (no grant on namespaces): the teller never sends one. Fenced,
+rate-limited, cleared once a queue has room, and told once more in a new term."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from coordinator.kube.client import api_client
 from coordinator.kube.events import EventRecorder
 from coordinator.kube.leader import Fence
 from hack.kubeapi import KubeApi
+from hack.kubeapi.faults import Fault
 from hack.kubeapi.resources import EVENTS, NAMESPACES
 from tests.coordinator.autoscale.rig import A100, POOL, TOLERATE, Rig, pod, quota
 
@@ -29,8 +32,9 @@ BATCH = {"group": f"{POOL}:cpu", "nodes": "2", "gap": "cpu:46"}
 
 
 class Tell:
-    def __init__(self, kube: KubeApi, api: Any, **settings: Any) -> None:
+    def __init__(self, kube: KubeApi, api: Any, refused: Fault, **settings: Any) -> None:
         self.kube = kube
+        self.refused = refused
         self.rig = Rig()
         self.rig.capacities.remove_queue({"metadata": {"name": "research"}})
         self.settings = AutoscaleSettings(**{"max_patches_per_s": 10.0, **settings})
@@ -56,9 +60,21 @@ class Tell:
         obj = self.kube.store.get(NAMESPACES, "", namespace)
         return dict(obj["metadata"].get("annotations") or {})
 
+    def told(self, namespace: str) -> list[str]:
+        """The messages of the ScaleHint Events about ``namespace``, oldest first."""
+        items = self.kube.store.list(EVENTS, "default")[0]
+        return [
+            e["message"]
+            for e in sorted(items, key=lambda e: (e["lastTimestamp"], e["metadata"]["name"]))
+            if (e["involvedObject"]["kind"], e["involvedObject"]["name"])
+            == ("Namespace", namespace)
+            and e["reason"] == teller.TOLD
+        ]
+
     def hint(self, namespace: str) -> dict[str, str] | None:
-        value = self.annotations(namespace).get(ann.SCALE_HINT)
-        return None if value is None else ann.parse(value)[0]
+        """The pairs of the latest ScaleHint Event about ``namespace``."""
+        said = self.told(namespace)
+        return ann.parse(said[-1].split(" ", 1)[0])[0] if said else None
 
     def events(self) -> list[tuple[str, str, str, str]]:
         items = self.kube.store.list(EVENTS, "default")[0]
@@ -78,8 +94,11 @@ def kube() -> Iterator[KubeApi]:
 
 @pytest.fixture
 def make(kube: KubeApi) -> Iterator[Any]:
+    # Any request on a Namespace object (list, get, patch) refused, as under the shipped RBAC.
+    refused = kube.faults.add(Fault.error(403, path=r"^/api/v1/namespaces(/[^/]+)?$", times=None))
     with api_client(host=kube.url) as api:
-        yield lambda **settings: Tell(kube, api, **settings)
+        yield lambda **settings: Tell(kube, api, refused, **settings)
+    assert refused.hits == 0, "a Namespace was read or written"
 
 
 async def test_a_queue_short_of_room_is_told_once_and_cleared_when_it_has_room(
@@ -88,10 +107,11 @@ async def test_a_queue_short_of_room_is_told_once_and_cleared_when_it_has_room(
     caplog.set_level(logging.WARNING, logger="coordinator.autoscale.teller")
     t = make()
     assert await t.tell() == 1  # batch alone lacks room; team-b has room
-    assert t.hint("batch") == BATCH
-    assert t.annotations("batch")[ann.SCALE_HINT_REASON] == t.rig.hint("batch").reason
-    assert ann.parse(t.annotations("batch")[ann.SCALE_HINT])[1] == ann.timestamp(t.rig.clock.wall())
-    assert t.hint("team-b") is None
+    (said,) = t.told("batch")
+    value, reason = said.split(" ", 1)
+    assert ann.parse(value) == (BATCH, ann.timestamp(t.rig.clock.wall()))
+    assert reason == t.rig.hint("batch").reason
+    assert t.told("team-b") == []
     assert t.events() == [
         ("Namespace", "batch", "Normal", "ScaleHint"),
         ("Namespace", "team-c", "Warning", "ScaleDeadlock"),  # its pod selects gpu-h100
@@ -104,32 +124,46 @@ async def test_a_queue_short_of_room_is_told_once_and_cleared_when_it_has_room(
     for i in (1, 2, 3):  # batch's pending pods are placed elsewhere: room again
         t.rig.cluster.remove_pod(pod(f"b{i}", "batch", 20))
     assert await t.tell() == 1
-    assert ann.SCALE_HINT not in t.annotations("batch")
-    assert ann.SCALE_HINT_REASON not in t.annotations("batch")
     assert ("Namespace", "batch", "Normal", "ScaleHintCleared") in t.events()
+    assert await t.tell() == 0  # cleared once
+    assert [e for e in t.events() if e[3] == teller.CLEARED] == [
+        ("Namespace", "batch", "Normal", "ScaleHintCleared")
+    ]
+    assert all(t.annotations(n) == {} for n in NAMESPACES_)  # nothing written on one
+    assert t.refused.hits == 0
 
 
-async def test_a_changed_hint_is_written_again(make: Any) -> None:
+async def test_a_changed_hint_is_told_again(make: Any) -> None:
     t = make()
     await t.tell()
     t.rig.cluster.upsert_pod(pod("b4", "batch", 20, selector={POOL: "cpu"}))
     # 4 × 20 + 2 × 20 = 120 wanted, 54 free: 66 lacking, ceil(66 / 32) = 3 nodes.
     assert await t.tell() == 1
     assert t.hint("batch") == {"group": f"{POOL}:cpu", "nodes": "3", "gap": "cpu:66"}
-    assert [e for e in t.events() if e[1] == "batch"] == [
-        ("Namespace", "batch", "Normal", "ScaleHint"),
-        ("Namespace", "batch", "Normal", "ScaleHint"),
-    ]
+    assert len(t.told("batch")) == 2
 
 
-async def test_without_the_lease_nothing_is_written(make: Any) -> None:
+async def test_without_the_lease_nothing_is_told(
+    make: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="coordinator.autoscale.teller")
     t = make()
     t.fence.revoke()
     assert await t.tell() == 0
-    assert t.hint("batch") is None and t.events() == []
+    assert t.teller.told == {} and t.events() == []
+    assert caplog.records == []  # the round stopped at the first refusal: no deadlock tried
 
 
-async def test_patches_wait_for_the_budget(make: Any) -> None:
+async def test_an_event_held_back_is_told_next_round(make: Any, kube: KubeApi) -> None:
+    t = make()
+    refused = kube.faults.add(Fault.error(500, method="POST", path=r"/events$"))
+    assert await t.tell() == 0  # the one Event failed: batch is not told
+    assert refused.hits == 1 and t.told("batch") == []
+    assert await t.tell() == 1
+    assert t.hint("batch") == BATCH
+
+
+async def test_tellings_wait_for_the_budget(make: Any) -> None:
     t = make(max_patches_per_s=0.5)  # one token at a time, one every 2 s
     t.rig.capacities.upsert_quota(quota("gpu-team", "q", {"requests.nvidia.com/gpu": "16"}, {}))
     # 2 GPUs pending (A100) + 2 × 2 reserve = 6 wanted, g2 has 4 free: 1 a100 node.
@@ -150,26 +184,30 @@ async def test_patches_wait_for_the_budget(make: Any) -> None:
     }
 
 
-async def test_a_new_term_clears_a_hint_no_longer_due_and_keeps_one_that_is(
+async def test_a_new_term_tells_a_namespace_once_more_and_leaves_its_annotations_alone(
     make: Any, kube: KubeApi
 ) -> None:
+    """A term keeps what it told the namespaces in memory only; an annotation an older
+    release wrote on a Namespace is neither read nor cleared (no grant to)."""
     t = make()
-    for namespace, pairs in (("team-b", {"group": "x", "nodes": "9", "gap": "cpu:1"}),
-                             ("batch", BATCH)):  # fmt: skip
+    for namespace in ("team-b", "batch"):
 
-        def leftover(obj: dict[str, Any], pairs: dict[str, str] = pairs) -> dict[str, Any]:
-            notes = {ann.SCALE_HINT: ann.value(pairs, 0), "other": "kept"}
-            obj["metadata"]["annotations"] = notes
+        def leftover(obj: dict[str, Any]) -> dict[str, Any]:
+            obj["metadata"]["annotations"] = {ann.SCALE_HINT: ann.value(BATCH, 0)}
             obj["metadata"]["resourceVersion"] = ""
             return obj
 
         kube.store.update(NAMESPACES, "", namespace, leftover)
-    assert await t.tell() == 1  # team-b's is cleared; batch's stands as it was
-    assert t.annotations("team-b") == {"other": "kept"}
-    assert t.annotations("batch") == {ann.SCALE_HINT: ann.value(BATCH, 0), "other": "kept"}
-    assert [e[1:] for e in t.events() if e[3].startswith("ScaleHint")] == [
-        ("team-b", "Normal", "ScaleHintCleared")
-    ]
+    assert await t.tell() == 1  # batch, though its Namespace carries that very hint
+    assert t.hint("batch") == BATCH
+    assert await t.tell() == 0
+    assert await t.teller.start_term()  # a new term: nothing told yet
+    assert await t.tell() == 1
+    assert len(t.told("batch")) == 2
+    assert t.told("team-b") == []  # room enough: no hint, no clearing
+    assert [e for e in t.events() if e[3] == teller.CLEARED] == []
+    for namespace in ("team-b", "batch"):
+        assert t.annotations(namespace) == {ann.SCALE_HINT: ann.value(BATCH, 0)}
 
 
 def test_the_metrics_carry_each_hint_and_deadlock_and_drop_a_settled_queue() -> None:
