@@ -40,6 +40,7 @@ from aiohttp import web
 from coordinator.eviction.answers import Deadline, Plan, Refusal
 from coordinator.eviction.plan import plan_preemption, plan_pressure
 from coordinator.eviction.view import view_of
+from coordinator.live.cooldowns import APPLIED_NOTE
 from coordinator.nodeview import NODE_VIEW
 from coordinator.services import SERVICES
 
@@ -126,12 +127,6 @@ def _whole_number(text: str, most: int) -> int | None:
     return value if 1 <= value <= most else None
 
 
-PLAN_NOTE = (
-    "the cooldowns of rounds that evicted are applied; a dry-run round's, kept by the"
-    " leader's executor alone, are not"
-)
-
-
 async def plan(request: web.Request) -> web.Response:
     """``GET /debug/plan``: see the module docstring."""
     services = request.app[SERVICES]
@@ -170,7 +165,7 @@ async def plan(request: web.Request) -> web.Response:
         "subject": subject,
         "trigger": "preemption" if pod_key else "pressure",
         "dry_run": not settings.enabled,
-        "note": PLAN_NOTE,
+        "note": APPLIED_NOTE,
     }
     if isinstance(outcome, Refusal):
         answer["refusal"] = outcome.reason

@@ -132,7 +132,7 @@ class Defragger:
         if not self._settings.enabled or cluster.state is None:
             return None
         clock = self._clock
-        cooling = self._executor.cooldowns.until(clock.monotonic(), clock.wall())
+        cooling = self._executor.cooling(clock.monotonic(), clock.wall())  # an earlier leader's too
         job = functools.partial(_plan, cluster, cooling, self._settings, self._evictions)
         budget_s = self._evictions.cycle_budget_s + CHILD_GRACE_S
         try:

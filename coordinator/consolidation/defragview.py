@@ -6,8 +6,8 @@ nothing).
 
 Planned over this replica's live view as the leader's round plans
 (:func:`coordinator.consolidation.defragger.plan_round`), without the nominations held
-first; cooldowns are the leader's executor's, so the answer plans as if none were
-running.
+first; the cooldowns applied are those every replica shares
+(:mod:`coordinator.live.cooldowns`: the rounds that really evicted).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from aiohttp import web
 from coordinator.consolidation.defrag import Migration
 from coordinator.consolidation.defragger import Round, plan_round, waiting
 from coordinator.eviction.view import view_of
+from coordinator.live.cooldowns import APPLIED_NOTE
 from coordinator.services import SERVICES
 
 PATH: Final = "/debug/defrag"
-NOTE: Final = "cooldowns are not applied here: the leader's executor keeps them"
 
 
 def add_routes(app: web.Application) -> None:
@@ -34,7 +34,7 @@ async def migrations(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     settings = services.settings
     cluster = services.cluster
-    view = view_of(cluster)
+    view = view_of(cluster, cluster.cooldowns.active(services.clock.wall()))
     if view is None:
         return web.json_response({"error": "no nodes known yet"}, status=404)
     pods = waiting(cluster, settings.defrag)
@@ -58,7 +58,7 @@ async def migrations(request: web.Request) -> web.Response:
     answer.update(
         enabled=settings.defrag.enabled,
         dry_run=not settings.evictions.enabled,
-        note=NOTE,
+        note=APPLIED_NOTE,
     )
     return web.json_response(answer)
 

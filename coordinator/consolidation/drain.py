@@ -188,13 +188,16 @@ def _refused_node(
 ) -> str | None:
     """Why ``node`` may not be drained whatever its pods: unknown, it takes pods of an
     earlier drain, or (a new drain, not ``exempt``: under way already, or with nothing
-    to move) the cap on draining nodes or its group's budget."""
+    to move) a round on it cooling down (a drain's, or pressure's: a replica's shared
+    cooldowns included), the cap on draining nodes or its group's budget."""
     if node not in view.nodes or node not in view.state.index:
         return f"node {node} is not known"
     if node in placer.received:
         return f"{node} takes pods moved off other nodes in this plan"
     if exempt:
         return None
+    if view.cooldown_until.get(node, 0.0) > now:  # keyed by node, as a drain's round is
+        return f"{node} is cooling down after its last round (evictions.cooldown_s)"
     moving = [d for d in drains if d.plan is not None]  # a node emptied already is done
     if len(moving) >= settings.max_draining:
         return f"drain.max_draining: {settings.max_draining} node(s) draining already"

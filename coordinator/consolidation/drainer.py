@@ -94,7 +94,7 @@ class Drainer:
         if cluster.state is None:
             return None
         clock = self._clock
-        cooling = self._executor.cooldowns.until(clock.monotonic(), clock.wall())
+        cooling = self._executor.cooling(clock.monotonic(), clock.wall())  # an earlier leader's too
         job = functools.partial(
             _plan, cluster, cooling, candidates(patrol), self._settings, self._evictions
         )

@@ -4,7 +4,8 @@ frees, each pod's destination, and why every other candidate is not drainable â€
 acts on nothing).
 
 Candidates are this replica's patrol's latest (every replica judges its own windows);
-cooldowns are the leader's executor's, so the answer plans as if none were running.
+the cooldowns applied are those every replica shares (:mod:`coordinator.live.cooldowns`:
+the rounds that really evicted).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from coordinator.consolidation.drainer import candidates
 from coordinator.consolidation.view import PATROL
 from coordinator.eviction.answers import Deadline
 from coordinator.eviction.view import view_of
+from coordinator.live.cooldowns import APPLIED_NOTE
 from coordinator.services import SERVICES
 
 PATH: Final = "/debug/drains"
-NOTE: Final = "cooldowns are not applied here: the leader's executor keeps them"
 
 
 def add_routes(app: web.Application) -> None:
@@ -32,7 +33,8 @@ async def drains(request: web.Request) -> web.Response:
     """``GET /debug/drains``: see the module docstring."""
     services = request.app[SERVICES]
     settings = services.settings
-    view = view_of(services.cluster)
+    cluster = services.cluster
+    view = view_of(cluster, cluster.cooldowns.active(services.clock.wall()))
     if view is None:
         return web.json_response({"error": "no nodes known yet"}, status=404)
     mono = services.clock.monotonic
@@ -46,7 +48,7 @@ async def drains(request: web.Request) -> web.Response:
         enabled=settings.drain.enabled,
         dry_run=not settings.evictions.enabled,
         candidates=names,
-        note=NOTE,
+        note=APPLIED_NOTE,
     )
     return web.json_response(answer)
 

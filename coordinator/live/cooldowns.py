@@ -39,6 +39,13 @@ from common import annotations as ann
 
 log = logging.getLogger(__name__)
 
+APPLIED_NOTE: Final = (
+    "the cooldowns of rounds that evicted are applied; a dry-run round's, kept by the"
+    " leader's executor alone, are not"
+)
+"""What a read-only preview (``/debug/plan``, ``/debug/drains``, ``/debug/defrag``) says of
+the cooldowns it planned under: the shared ones, every replica's."""
+
 LEASE: Final = "stowage-cooldowns"
 KEY: Final = ann.PREFIX + "cooldowns"
 MAX_ENTRIES: Final = 512

@@ -6,11 +6,13 @@ moves the pods and nominates the pending pod to the room made, and the executor'
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from common import annotations as ann
 from coordinator.config import (
     CoordinatorSettings,
     DefragSettings,
@@ -96,10 +98,10 @@ def make(kube: KubeApi) -> Iterator[Make]:
     rigs: list[Rig] = []
 
     def build(
-        *, evict: bool, defrag: DefragSettings = ON, **evictions: Any
+        *, evict: bool, defrag: DefragSettings = ON, share: bool = False, **evictions: Any
     ) -> tuple[Cluster, Defragger, EvictRig]:
         settings = EvictionSettings(enabled=evict, **evictions)
-        rig = Rig(kube, enabled=evict, **evictions)  # its executor's settings: the same
+        rig = Rig(kube, share=share, enabled=evict, **evictions)  # the same settings
         rigs.append(rig)
         cluster = Cluster(kube, rig, settings)
         live = cluster.live(defrag)
@@ -174,6 +176,22 @@ async def test_one_round_per_queue_per_cooldown(make: Make) -> None:
     assert cluster.rig.reasons("small").count("WouldEvict") == 1
     (refused,) = [e for e in cluster.rig.events("big") if e["reason"] == "EvictionRefused"]
     assert "cooling down" in refused["message"]
+
+
+async def test_a_queue_an_earlier_leader_cooled_gets_no_migration_planned(make: Make) -> None:
+    """This leader's executor ran no round; the shared Lease says an earlier one did, for
+    the queue of ``big``: the round is planned under that cooldown, not only refused when
+    carried out."""
+    cluster, defragger, live = make(evict=True, share=True)
+    until = cluster.rig.clock.wall() + 120
+    cluster.rig.seen.observe(json.dumps({"default": ann.timestamp(until)}))
+    await cluster.rig.executor.start_cycle()
+    planned = await defragger.cycle(live.cluster)
+    assert planned is not None
+    (answer,) = planned.answers
+    assert not hasattr(answer.answer, "node"), answer
+    assert "cooling down" in str(answer.answer)
+    assert cluster.pods() == {"a", "b", "small", "big"}
 
 
 async def test_a_queue_whose_plans_need_approval_waits_for_one(make: Make) -> None:

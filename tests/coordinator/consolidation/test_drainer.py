@@ -6,12 +6,14 @@ the lease."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from common import annotations as ann
 from coordinator.config import (
     CoordinatorSettings,
     DrainSettings,
@@ -81,9 +83,9 @@ def make(
     rigs: list[Rig] = []
 
     def build(
-        *, evict: bool, drain: bool = True, lease: bool = True
+        *, evict: bool, drain: bool = True, lease: bool = True, share: bool = False
     ) -> tuple[Cluster, Drainer, list[tuple[str, bool, set[str]]]]:
-        rig = Rig(kube, enabled=evict)
+        rig = Rig(kube, share=share, enabled=evict)
         rigs.append(rig)
         cluster = Cluster(kube, rig)
         writes: list[tuple[str, bool, set[str]]] = []
@@ -215,6 +217,30 @@ async def test_a_cycle_plans_in_a_forked_child_over_the_patrols_candidates(make:
     ]
     assert writes == [("a", True, {"web", "busy"})]
     assert cluster.pods() == {"busy"}
+
+
+async def test_a_node_whose_pods_an_earlier_leader_cooled_is_not_drained(make: Any) -> None:
+    """This leader's executor ran no round; the shared Lease says an earlier one did, for
+    node ``a`` (a drain's round is keyed by its node): the drain is planned under that
+    cooldown, so the node is neither tainted nor emptied."""
+    cluster, drainer, writes = make(evict=True, share=True)
+    cluster.node("a")
+    cluster.node("b")
+    cluster.pod("web", "a")
+    cluster.pod("busy", "b")
+    live = cluster.live(DrainSettings(enabled=True))
+    patrol = Patrol(live.cluster, live.settings.patrol, live.clock)
+    patrol.judged = [Candidate("a", Summary(BY_NAME["1h"], 10.0, 10.0, 1.0), "under")]
+    until = cluster.rig.clock.wall() + 120
+    cluster.rig.seen.observe(json.dumps({"a": ann.timestamp(until)}))
+    await cluster.rig.executor.start_cycle()
+    plan = await drainer.cycle(live.cluster, patrol)
+    assert plan is not None
+    assert plan.drains == ()
+    (blocked,) = plan.blocked
+    assert blocked.node == "a" and "cooling down" in blocked.reason, blocked
+    assert writes == []
+    assert cluster.pods() == {"web", "busy"}
 
 
 def test_the_taint_writer_writes_only_a_change(make: Any) -> None:
