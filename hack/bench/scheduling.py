@@ -99,6 +99,10 @@ class Run:
     """Of ``attempt_ms``, the mean time in each extension point of kube-scheduler's own
     plugins (:data:`POINTS`); the rest of it (:attr:`rest_ms`) is the extender's calls
     and the algorithm's own bookkeeping (its snapshot of the cache, picking the host)."""
+    filters_given_up: int
+    """Filter calls the scheduler gave up on (past ``httpTimeout``: it then placed the pod
+    as if Stowage were not there, prioritize asked if more than one node was feasible), by
+    its log (:func:`hack.cluster.scheduling.skipped_filters`); 0 for the plain run."""
 
     @property
     def rest_ms(self) -> float:
@@ -251,6 +255,7 @@ def one_run(
         round(attempt_ms(metrics), 2),
         verbs,
         plugins_ms(metrics),
+        len(scheduling.skipped_filters(scheduler.log, namespace)),
     )
 
 

@@ -36,6 +36,9 @@ def test_the_benchmark_measures_both_schedulers(cluster: kit.Cluster) -> None:
     assert plain["verbs_ms"] == {}
     calls, mean_ms = stowage["verbs_ms"]["filter"]
     assert calls >= stowage["bound"] and mean_ms > 0
-    # The trace's job pods ask for no soft placement: the filter picks, no prioritize follows.
-    assert "prioritize" not in stowage["verbs_ms"]
+    # The trace's job pods ask for no soft placement: the filter picks, no prioritize follows
+    # but where kube-scheduler gave up on the filter call (past httpTimeout, by its log).
+    assert plain["filters_given_up"] == 0
+    prioritized, _ = stowage["verbs_ms"].get("prioritize", (0, 0.0))
+    assert prioritized <= stowage["filters_given_up"], stowage
     assert result["ratio"] == round(stowage["pods_per_s"] / plain["pods_per_s"], 3)
