@@ -2,8 +2,10 @@
 RBAC: a Volcano Queue (its CRD installed, ``status.allocated`` written through the status
 subresource) and a namespace bounded by a ResourceQuota (``status.used`` kept by the real
 quota controller, which counts the pending pods) each get the hint worked out by hand
-below, as the annotation, an Event and the gauge; pods selecting a pool no node has get a
-``ScaleDeadlock`` Warning on their Queue. Nothing touches a Node."""
+below: the Queue as its annotation and an Event, the namespace as the Event alone (the
+shipped RBAC grants no write on Namespaces or ResourceQuotas, and the API server refuses
+one), both as the gauge; pods selecting a pool no node has get a ``ScaleDeadlock`` Warning
+on their Queue. Nothing touches a Node or the Namespace."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config
 
 from common import annotations as ann
 from hack.cluster import coordinator
@@ -130,20 +132,31 @@ def quota_used(cluster: kit.Cluster) -> str | None:
     return ((quota.status and quota.status.used) or {}).get("requests.cpu")
 
 
-def hint_on(obj: Any) -> dict[str, str] | None:
-    """The hint's pairs on a Queue (a dict) or a Namespace (the client's model)."""
-    notes = (
-        obj["metadata"].get("annotations") if isinstance(obj, dict) else obj.metadata.annotations
-    )
-    value = (notes or {}).get(ann.SCALE_HINT)
+def hint_on(queue: dict[str, Any]) -> dict[str, str] | None:
+    """The hint's pairs on a Queue."""
+    value = (queue["metadata"].get("annotations") or {}).get(ann.SCALE_HINT)
     return None if value is None else ann.parse(value)[0]
 
 
-def reasons(cluster: kit.Cluster, kind: str, name: str) -> set[tuple[str, str]]:
-    events = cluster.core.list_namespaced_event(
+def events(cluster: kit.Cluster, kind: str, name: str) -> list[Any]:
+    return cluster.core.list_namespaced_event(
         "default", field_selector=f"involvedObject.kind={kind},involvedObject.name={name}"
     ).items
-    return {(e.type, e.reason) for e in events}
+
+
+def reasons(cluster: kit.Cluster, kind: str, name: str) -> set[tuple[str, str]]:
+    return {(e.type, e.reason) for e in events(cluster, kind, name)}
+
+
+def told(cluster: kit.Cluster, kind: str, name: str) -> dict[str, str] | None:
+    """The pairs of the latest ScaleHint Event's message (the annotation's value, a
+    space, the reason)."""
+    said = sorted(
+        (e.last_timestamp, e.message)
+        for e in events(cluster, kind, name)
+        if e.reason == "ScaleHint"
+    )
+    return ann.parse(said[-1][1].split(" ", 1)[0])[0] if said else None
 
 
 def test_each_queue_is_told_its_hint_and_the_deadlock(cluster: kit.Cluster, setup: Path) -> None:
@@ -163,13 +176,14 @@ def test_each_queue_is_told_its_hint_and_the_deadlock(cluster: kit.Cluster, setu
         # pending = 64; the cpu node has 32 free: 32 lacking, one node of 32 CPUs.
         until(
             lambda: (
-                hint_on(cluster.core.read_namespace(QUOTA_NS))
+                told(cluster, "Namespace", QUOTA_NS)
                 == {"group": f"{POOL}:rc-hints-cpu", "nodes": "1", "gap": "cpu:32"}
             ),
-            "the quota namespace's hint",
+            "the quota namespace's hint, in its Event",
         )
-        until(lambda: ("Normal", "ScaleHint") in reasons(cluster, "Queue", VOLCANO_NS), "Event")
-        until(lambda: ("Normal", "ScaleHint") in reasons(cluster, "Namespace", QUOTA_NS), "Event")
+        assert told(cluster, "Queue", VOLCANO_NS) == hint_on(
+            queues.get_cluster_custom_object(GROUP, VERSION, PLURAL, VOLCANO_NS)
+        )
         until(
             lambda: ("Warning", "ScaleDeadlock") in reasons(cluster, "Queue", VOLCANO_NS),
             "the deadlock's Warning on the Queue",
@@ -191,7 +205,29 @@ def test_each_queue_is_told_its_hint_and_the_deadlock(cluster: kit.Cluster, setu
             lambda: ("Normal", "ScaleHintCleared") in reasons(cluster, "Queue", VOLCANO_NS),
             "the cleared Event",
         )
-    # Hints only: nothing was written on the Nodes.
-    for name in (GPU_NODE, CPU_NODE):
-        notes = cluster.core.read_node(name).metadata.annotations or {}
-        assert not [k for k in notes if k.startswith("stowage.io/scale")]
+    # Hints only: nothing was written on the Nodes, nor on the Namespace.
+    for notes in (
+        *(cluster.core.read_node(name).metadata.annotations for name in (GPU_NODE, CPU_NODE)),
+        cluster.core.read_namespace(QUOTA_NS).metadata.annotations,
+    ):
+        assert not [k for k in notes or {} if k.startswith("stowage.io/scale")]
+
+
+def test_the_shipped_rbac_lets_the_coordinator_write_no_namespace_or_quota(
+    cluster: kit.Cluster, setup: Path
+) -> None:
+    """A Namespace's labels decide its pods' security (``pod-security.kubernetes.io/
+    enforce``), a ResourceQuota how much its pods may take: the coordinator's token may
+    change neither."""
+    api = config.new_client_from_config(config_file=str(setup))
+    core = client.CoreV1Api(api)
+    notes = {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}
+    raised = {"spec": {"hard": {"requests.cpu": "1000"}}}
+    for write in (
+        lambda: core.patch_namespace(QUOTA_NS, notes),
+        lambda: core.patch_namespaced_resource_quota("cpu", QUOTA_NS, raised),
+    ):
+        with pytest.raises(client.exceptions.ApiException) as refused:
+            write()
+        assert refused.value.status == 403
+    assert core.list_node().items  # the token itself works
