@@ -819,7 +819,8 @@ class AutoscaleSettings:
     must not ask for a fleet, however much they request."""
     max_patches_per_s: float = 1.0
     """Cluster-wide cap on what tells the hints: annotation patches (Volcano Queues only),
-    the Events that alone tell a namespace queue's hint, and deadlock Events."""
+    the Events that alone tell a namespace queue's hint, and deadlock Events. A round
+    may spend what its ``interval_s`` earned, so every queue due is told in one round."""
 
     def __post_init__(self) -> None:
         _positive("autoscale", interval_s=self.interval_s, max_patches_per_s=self.max_patches_per_s)

@@ -110,7 +110,10 @@ class Teller:
         self._recorder = recorder
         self._fence = fence
         self._clock = clock
-        self._bucket = TokenBucket(settings.max_patches_per_s, max(1.0, settings.max_patches_per_s))
+        # A round may spend what a round's time earns: a burst of one second's worth told
+        # one queue a round (60 s), so 50 queues waited 50 minutes for their hints.
+        per_round = settings.max_patches_per_s * settings.interval_s
+        self._bucket = TokenBucket(settings.max_patches_per_s, max(1.0, per_round))
         self.told: dict[Target, dict[str, str]] = {}
         self._deadlocks: set[tuple[str, str]] = set()
         """Deadlocks told this term, (queue, what is asked): told once while they last."""

@@ -163,11 +163,25 @@ async def test_an_event_held_back_is_told_next_round(make: Any, kube: KubeApi) -
     assert t.hint("batch") == BATCH
 
 
-async def test_tellings_wait_for_the_budget(make: Any) -> None:
-    t = make(max_patches_per_s=0.5)  # one token at a time, one every 2 s
+def _gpu_team_pending(t: Any) -> None:
     t.rig.capacities.upsert_quota(quota("gpu-team", "q", {"requests.nvidia.com/gpu": "16"}, {}))
     # 2 GPUs pending (A100) + 2 × 2 reserve = 6 wanted, g2 has 4 free: 1 a100 node.
     t.rig.cluster.upsert_pod(pod("g", "gpu-team", 1, 2, selector=A100, tolerations=TOLERATE))
+
+
+async def test_a_round_may_spend_what_a_rounds_time_earns(make: Any) -> None:
+    """At the defaults' rate (one a second) and a round every 60 s, two queues due in
+    one round are both told in it, not one a round."""
+    t = make(max_patches_per_s=1.0)
+    _gpu_team_pending(t)
+    assert await t.teller.start_term()
+    assert await t.teller.tell(t.rig.plan()) == 2
+    assert (t.hint("batch"), t.hint("gpu-team") is not None) == (BATCH, True)
+
+
+async def test_tellings_wait_for_the_budget(make: Any) -> None:
+    t = make(max_patches_per_s=0.5, interval_s=2.0)  # one token a round, one every 2 s
+    _gpu_team_pending(t)
     assert await t.teller.start_term()
     t.rig.clock.advance(2.0)
     hints = t.rig.plan()
