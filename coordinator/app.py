@@ -40,6 +40,7 @@ from coordinator.consolidation import (
     taint,
     view,
 )
+from coordinator.eviction import webhook
 from coordinator.eviction.cycle import Cycle
 from coordinator.eviction.executor import Executor, Sharing
 from coordinator.extender import kube as kube_extender
@@ -91,6 +92,13 @@ def make_app(
         services.cluster, services.settings.autoscale, services.clock
     )
     app[LOOP_LAG] = LoopLag(services.clock)
+    if services.settings.evictions.approval_webhook:
+        secret = webhook.read_secret(services.settings.evictions.approval_webhook_secret_file)
+        hook = webhook.ApprovalHook(
+            services.settings.evictions, secret, services.metrics, services.clock,
+            services.leader.is_set,
+        )  # fmt: skip
+        webhook.add_routes(app, hook)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
@@ -429,6 +437,7 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
     executor = Executor(
         settings.evictions, evictor, recorder, evictor, approved, services.metrics,
         services.clock, services.evictions, Sharing(services.cluster.cooldowns, shared),
+        app.get(webhook.HOOK),
     )  # fmt: skip
     cycle = Cycle(services.cluster, executor)
     drains = drainer.Drainer(

@@ -429,6 +429,17 @@ class EvictionSettings:
     ConfigMap in ``kube.namespace``, ``coordinator/kube/approvals.py``) expires this long
     after it was published; a later cycle may propose a new one. Fifteen minutes: time for
     a person to be paged and look, short enough that the cluster has not moved on."""
+    approval_webhook: str = ""
+    """An HTTP(S) URL that each plan awaiting approval is also POSTed to, once, signed
+    (``coordinator/eviction/webhook.py``), for a chat bot to approve or deny by a signed
+    callback; empty (the default): none."""
+    approval_webhook_secret_file: str = ""
+    """File holding the webhook's shared HMAC secret (a mounted Secret, 16 bytes or more),
+    read at start; required with ``approval_webhook``."""
+    approval_callback_url: str = ""
+    """Where the endpoint reaches the coordinator's ``/approvals/`` (the plan id is
+    appended), e.g. ``https://stowage.stowage-system.svc:8443/approvals``; required with
+    ``approval_webhook``."""
     pressure_full_avg10_pct: float = 10.0
     """A node whose memory PSI ``full`` avg10 (share of time every task stalled on memory)
     is at or above this ..."""
@@ -518,6 +529,14 @@ class EvictionSettings:
         )
         if not 1 <= self.min_level_gap <= 3:
             raise ConfigError("evictions.min_level_gap: expected 1..3")
+        if self.approval_webhook:
+            for name in ("approval_webhook", "approval_callback_url"):
+                if not getattr(self, name).startswith(("http://", "https://")):
+                    raise ConfigError(f"evictions.{name}: expected an http(s) URL")
+            if not self.approval_webhook_secret_file:
+                raise ConfigError(
+                    "evictions.approval_webhook_secret_file: required with approval_webhook"
+                )
         unknown = self.level_min_priority.keys() - {"critical", "high", "medium"}
         if unknown:
             raise ConfigError(

@@ -166,6 +166,13 @@ class CoordinatorMetrics:
             "Preemption plans published on their pending pods, awaiting approval.",
             registry=r,
         )
+        self.approval_webhook = Counter(
+            "stowage_approval_webhook",
+            "Plans posted to evictions.approval_webhook and callbacks, by outcome (sent,"
+            " failed, rate-limited, approved, denied, refused).",
+            ["outcome"],
+            registry=r,
+        )
         self.consolidation_candidates = Gauge(
             "stowage_consolidation_candidates",
             "Nodes the utilisation patrol finds under patrol.threshold_pct, by the longest"

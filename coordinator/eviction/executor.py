@@ -16,6 +16,9 @@ here, whatever the planner already checked:
   makes. Nothing on the pod approves: its owner writes the pod. A new plan replaces the
   published one (an approval of the old names another digest); an unapproved plan
   expires after ``approval_ttl_s`` and that pod gets no new proposal for ``cooldown_s``.
+  With ``approval_webhook`` the plan is also posted there, and a signed callback to this
+  leader approves or denies it (:mod:`coordinator.eviction.webhook`); a denied plan is
+  withdrawn as an expired one is.
 * **Caps per cycle** (global, per node, per namespace) and **a rate** (token bucket).
   A preemption plan is all or nothing — half of one frees too little for the preemptor,
   which would make every victim a wasted one; a pressure plan is cut to what fits
@@ -46,6 +49,7 @@ from coordinator.config import EvictionSettings
 from coordinator.decisionlog import Decision, DecisionLog
 from coordinator.eviction.answers import Plan, Refusal, Victim
 from coordinator.eviction.guards import Cooldowns, CycleCaps, Replacements
+from coordinator.eviction.webhook import ApprovalHook, Awaiting
 from coordinator.kube import approvals
 from coordinator.kube.approvals import Approval, Invalid
 from coordinator.kube.client import KubeError
@@ -140,8 +144,11 @@ class Executor:
         clock: Clock,
         decisions: DecisionLog,
         sharing: Sharing | None = None,
+        hook: ApprovalHook | None = None,
     ) -> None:
-        """Without ``sharing`` the cooldowns stay this executor's own."""
+        """Without ``sharing`` the cooldowns stay this executor's own; with ``hook`` plans
+        awaiting approval are posted to the approval webhook too."""
+        self._hook = hook
         self._settings = settings
         self._api = api
         self._events = events
@@ -198,14 +205,22 @@ class Executor:
         await self._share(wall)
         for pod, proposal in list(self._proposals.items()):
             if proposal.expires_at <= now:
-                del self._proposals[pod]
-                self._declined[pod] = now + self._settings.cooldown_s
-                await self._annotate(pod, {approvals.PLAN_KEY: None})
                 reason = (
                     f"plan {proposal.id} not approved within {self._settings.approval_ttl_s:g}s"
                 )
-                self._decide(proposal.plan, "expired", reason)
-                await self._event(_pod_ref(pod), EventType.WARNING, "PreemptionPlanExpired", reason)
+                await self._withdraw(pod, proposal, reason, "PreemptionPlanExpired")
+        self._metrics.eviction_approvals_pending.set(len(self._proposals))
+
+    async def _withdraw(self, pod: str, proposal: _Proposal, reason: str, event: str) -> None:
+        """Take back the proposal for ``pod`` (expired or denied): no new one for
+        ``cooldown_s``."""
+        del self._proposals[pod]
+        if self._hook is not None:
+            self._hook.forget(proposal.id)
+        self._declined[pod] = self._clock.monotonic() + self._settings.cooldown_s
+        await self._annotate(pod, {approvals.PLAN_KEY: None})
+        self._decide(proposal.plan, "expired", reason)
+        await self._event(_pod_ref(pod), EventType.WARNING, event, reason)
         self._metrics.eviction_approvals_pending.set(len(self._proposals))
 
     async def refused(self, trigger: str, subject: str, refusal: Refusal) -> None:
@@ -286,6 +301,15 @@ class Executor:
         if proposal is None or proposal.id != pid or proposal.expires_at <= now:
             await self._propose(plan, now)
             return None
+        if self._hook is not None:
+            decided = self._hook.decision(pid)
+            if decided == "approve":
+                expires = self._clock.wall() + proposal.expires_at - now
+                return Approval("the approval webhook", f"webhook:{pid}", pod, pid, digest, expires)
+            if decided == "deny":
+                why = f"plan {pid} denied through the approval webhook"
+                await self._withdraw(pod, proposal, why, "PreemptionPlanDenied")
+                return None
         try:
             found = await asyncio.to_thread(self._approval_source.find, pid)
         except KubeError as e:
@@ -324,6 +348,9 @@ class Executor:
             )
             return
         pid, digest = identify(plan)
+        replaced = self._proposals.get(pod)
+        if replaced is not None and self._hook is not None:
+            self._hook.forget(replaced.id)
         self._proposals[pod] = _Proposal(plan, pid, now + self._settings.approval_ttl_s)
         wall = self._clock.wall()
         expires = wall + self._settings.approval_ttl_s
@@ -341,6 +368,14 @@ class Executor:
         self._decide(plan, "awaiting-approval", message)
         await self._event(_pod_ref(pod), EventType.NORMAL, "PreemptionPlanProposed", message)
         self._metrics.eviction_approvals_pending.set(len(self._proposals))
+        if self._hook is not None:
+            payload = {
+                "plan": pid, "digest": digest, "trigger": plan.trigger, "queue": plan.queue,
+                "pod": pod, "node": plan.node, "reason": plan.reason,
+                "victims": [{"pod": name, "uid": uid} for name, uid in victims],
+                "expires": ann.timestamp(expires),
+            }  # fmt: skip
+            await self._hook.propose(pid, Awaiting(pod, digest, expires), payload)
 
     async def _preflight(self, victims: Sequence[Victim]) -> str | None:
         """Every victim in dry run first: the reason the first one would not go, if any."""
@@ -406,7 +441,9 @@ class Executor:
         reason = plan.reason if stopped is None else f"{plan.reason}; stopped: {stopped}"
         self._decide(plan, decision, reason, tuple(outcomes))
         if plan.preemptor is not None:
-            if self._proposals.pop(plan.preemptor, None) is not None:
+            if (done_with := self._proposals.pop(plan.preemptor, None)) is not None:
+                if self._hook is not None:
+                    self._hook.forget(done_with.id)
                 await self._annotate(plan.preemptor, {approvals.PLAN_KEY: None})
                 self._metrics.eviction_approvals_pending.set(len(self._proposals))
             ref = _pod_ref(plan.preemptor)

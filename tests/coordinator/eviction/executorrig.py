@@ -14,6 +14,7 @@ from coordinator.config import EventSettings, EvictionSettings
 from coordinator.decisionlog import DecisionLog
 from coordinator.eviction.answers import Level, Plan, Victim
 from coordinator.eviction.executor import Executor, Sharing
+from coordinator.eviction.webhook import ApprovalHook
 from coordinator.kube.approvals import ApprovalReader
 from coordinator.kube.client import api_client
 from coordinator.kube.cooldowns import CooldownLease
@@ -38,11 +39,15 @@ def kube() -> Iterator[KubeApi]:
 
 
 class Rig:
-    def __init__(self, kube: KubeApi, *, share: bool = False, **settings: Any) -> None:
+    def __init__(
+        self, kube: KubeApi, *, share: bool = False, hook: ApprovalHook | None = None,
+        clock: FakeClock | None = None, **settings: Any,
+    ) -> None:  # fmt: skip
         """``share``: the cooldowns shared through the Lease in the coordinator's namespace
-        (:attr:`seen` is that Lease as a watch would have it, fed by :meth:`watched`)."""
+        (:attr:`seen` is that Lease as a watch would have it, fed by :meth:`watched`);
+        ``hook``: the approval webhook's, on ``clock``."""
         self.kube = kube
-        self.clock = FakeClock()
+        self.clock = clock or FakeClock()
         fence = Fence(1e9, self.clock.monotonic)
         fence.renewed(self.clock.monotonic())
         self.fence = fence
@@ -58,7 +63,7 @@ class Rig:
         self.executor = Executor(
             EvictionSettings(**settings), evictor, events, evictor,
             ApprovalReader(self.client, COORDINATOR_NS), self.metrics, self.clock, self.log,
-            Sharing(self.seen, lease) if share else None,
+            Sharing(self.seen, lease) if share else None, hook,
         )  # fmt: skip
 
     def lease(self) -> dict[str, Any] | None:
