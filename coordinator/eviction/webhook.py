@@ -131,9 +131,8 @@ class ApprovalHook:
     # ------------------------------------------------------- the executor's side
 
     async def propose(self, pid: str, awaiting: Awaiting, payload: dict[str, Any]) -> None:
-        """Post plan ``pid`` (once: a plan already awaiting is not posted again)."""
-        if pid in self._awaiting:
-            return
+        """Post plan ``pid``, which just started to await approval (the executor proposes
+        each plan once)."""
         self._awaiting[pid] = awaiting
         self._bucket.refill(self._clock.monotonic())
         if not self._bucket.take():
@@ -212,8 +211,6 @@ class ApprovalHook:
 
     async def handle(self, request: web.Request) -> web.Response:
         pid = request.match_info["plan"]
-        if (request.content_length or 0) > MAX_BODY_B:
-            return _refused(Refused(413, f"a callback body is at most {MAX_BODY_B} bytes"))
         body = await request.content.read(MAX_BODY_B + 1)
         if len(body) > MAX_BODY_B:
             return _refused(Refused(413, f"a callback body is at most {MAX_BODY_B} bytes"))

@@ -21,6 +21,7 @@ from aiohttp import web
 from coordinator.config import ConfigError, EvictionSettings
 from coordinator.eviction import webhook
 from coordinator.eviction.webhook import ApprovalHook
+from coordinator.kube.approvals import PLAN_KEY
 from coordinator.metrics import CoordinatorMetrics
 from hack.kubeapi import KubeApi
 from tests.coordinator.eviction.executorrig import Rig, preemption
@@ -156,6 +157,44 @@ async def test_a_denial_withdraws_the_plan_with_an_event(w: World) -> None:
     assert all(w.rig.exists(v) for v in plan.victims)
     assert await w.rig.cycle(plan) == ["awaiting-approval"]  # no new proposal: declined
     assert len(w.bot.posts) == 1
+
+
+async def test_a_callback_after_expiry_is_refused_before_the_next_cycle(w: World) -> None:
+    _, pid = await propose(w)
+    w.rig.clock.advance(901)
+    status, answer = await w.call(pid, w.body(pid))
+    assert status == 404 and "not awaiting approval" in answer["error"]
+
+
+async def test_a_plan_proposed_again_after_a_denial_is_not_denied_by_it(w: World) -> None:
+    plan, pid = await propose(w)
+    assert (await w.call(pid, w.body(pid, "deny")))[0] == 200
+    assert await w.rig.cycle(plan) == ["awaiting-approval"]
+    w.rig.clock.advance(301)  # past evictions.cooldown_s: the same plan may be proposed again
+    w.bot.arrived.clear()
+    assert await w.rig.cycle(plan) == ["awaiting-approval"]
+    await asyncio.wait_for(w.bot.arrived.wait(), 10)
+    assert await w.rig.cycle(plan) == ["awaiting-approval"]
+    assert PLAN_KEY in w.rig.annotations("big")  # still published: not withdrawn again
+    assert [p["plan"] for p, _ in w.bot.posts] == [pid, pid]
+
+
+async def test_a_replaced_plan_no_longer_takes_callbacks(w: World) -> None:
+    plan, pid = await propose(w)
+    assert await w.rig.cycle(preemption([plan.victims[0]], needs_approval=True)) == [
+        "awaiting-approval"
+    ]
+    status, answer = await w.call(pid, w.body(pid))
+    assert status == 404 and "not awaiting approval" in answer["error"]
+
+
+async def test_posts_are_rate_limited(w: World) -> None:
+    for n in range(webhook.POST_BURST + 1):
+        await w.hook.propose(f"plan{n}", webhook.Awaiting("default/p", "d", 2e9), {"n": n})
+    assert len(w.bot.posts) == webhook.POST_BURST and w.outcome("rate-limited") == 1
+    w.rig.clock.advance(1 / webhook.POSTS_PER_S)
+    await w.hook.propose("later", webhook.Awaiting("default/p", "d", 2e9), {})
+    assert len(w.bot.posts) == webhook.POST_BURST + 1
 
 
 async def test_an_unapproved_plan_expires_with_an_event(w: World) -> None:
