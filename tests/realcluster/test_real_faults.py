@@ -1,6 +1,6 @@
 """A broken coordinator costs the real kube-scheduler little and briefly.
 
-100 pending one-GPU pods, 100 kwok nodes with room for all, the real kube-scheduler with
+200 pending one-GPU pods, 100 kwok nodes with room for all, the real kube-scheduler with
 the shipped ``v1`` configuration (``ignorable: true``: when Stowage cannot answer, pods are
 placed as if it were not there). The coordinator fails as kube-scheduler starts: paused
 (SIGSTOP: connections are accepted and never answered, the worst case), answering only
@@ -52,7 +52,7 @@ from tests.realcluster import kit
 OWNER = "test-faults"
 NODES = [f"rc-fault-{i:03d}" for i in range(100)]
 PODS = [
-    PodRequest(f"job-{i:03d}", cpu_m=500, mem_b=2**30, gpus=1, gpu_milli=1000) for i in range(100)
+    PodRequest(f"job-{i:03d}", cpu_m=500, mem_b=2**30, gpus=1, gpu_milli=1000) for i in range(200)
 ]
 POOL = {scheduling.POOL_LABEL: "faults"}
 HALF_WITHIN_S = 60.0

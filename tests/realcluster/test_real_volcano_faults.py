@@ -4,7 +4,7 @@ Volcano's scheduler is not built here: :mod:`hack.cluster.volcano` calls ``/volc
 as its ``extender`` plugin does (predicate per task and node, 16 at a time; prioritize per
 task; every call bounded by ``extender.httpTimeout``), with the arguments of the shipped
 ``daemonset/scheduler/volcano-scheduler.conf``, against the real coordinator process
-watching 20 kwok nodes. A session places one-GPU tasks (4; 14 where the coordinator is
+watching 20 kwok nodes. A session places one-GPU tasks (4; 24 where the coordinator is
 restarted mid-session): once healthy (the baseline), once with the coordinator broken as in
 the kube-scheduler fault tests (paused, answering after 3 s, killed and started again,
 restarted mid-session), and once after it recovered.
@@ -39,8 +39,8 @@ NODES = [f"rc-vfault-{i:02d}" for i in range(20)]
 TASKS = 4
 """A session's tasks: against a hung or late coordinator each one waits out its calls'
 timeouts, (20 nodes / 16 + 1) x 500 ms = 1.5 s, whatever else the session holds."""
-RESTARTED_TASKS = 14
-"""``restarted`` kills the coordinator once 10 tasks are placed (a tenth of the
+RESTARTED_TASKS = 24
+"""``restarted`` kills the coordinator once 20 tasks are placed (a tenth of the
 kube-scheduler test's pods): its sessions place 4 more, against the restarting one."""
 RECOVERY_SESSIONS = 3
 SLOW_SHARE = 0.05
