@@ -42,7 +42,8 @@ from aiohttp import web
 
 from common import annotations as ann
 from common.clock import Clock
-from coordinator.config import ConfigError, EvictionSettings
+from common.errors import ConfigError
+from coordinator.config import EvictionSettings
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.ratelimit import TokenBucket
 
@@ -203,11 +204,12 @@ class ApprovalHook:
         if len(self._seen) >= MAX_REMEMBERED:
             del self._seen[min(self._seen, key=self._seen.__getitem__)]
         self._seen[signature] = stamp + WINDOW_S
-        self._decided[pid] = data["decision"]
-        self._metrics.approval_webhook.labels(data["decision"] + "d").inc()
-        log.info("approval webhook: plan %s %sd until %s", pid, data["decision"],
+        decision = str(data["decision"])
+        self._decided[pid] = decision
+        self._metrics.approval_webhook.labels(decision + "d").inc()
+        log.info("approval webhook: plan %s %sd until %s", pid, decision,
                  ann.timestamp(awaiting.expires_at))  # fmt: skip
-        return data["decision"]
+        return decision
 
     async def handle(self, request: web.Request) -> web.Response:
         pid = request.match_info["plan"]
