@@ -39,7 +39,7 @@ from aiohttp import web
 
 from coordinator.eviction.answers import Deadline, Plan, Refusal
 from coordinator.eviction.plan import plan_preemption, plan_pressure
-from coordinator.eviction.view import view_of
+from coordinator.eviction.view import shared_view
 from coordinator.live.cooldowns import APPLIED_NOTE
 from coordinator.nodeview import NODE_VIEW
 from coordinator.services import SERVICES
@@ -140,15 +140,15 @@ async def plan(request: web.Request) -> web.Response:
             status=400,
         )
     now = services.clock.wall()
-    view = view_of(cluster, cluster.cooldowns.active(now))
+    view = shared_view(cluster, now)
     if view is None:
         return web.json_response({"error": "no nodes known yet"}, status=404)
     outcome: Plan | Refusal
     if pod_key:
-        key = pod_key if "/" in pod_key else f"default/{pod_key}"
-        facts = next((f for f in cluster.facts.values() if f.key == key), None)
+        facts = cluster.facts_named(pod_key)
         if facts is None:
             return web.json_response({"error": f"pod {pod_key} is not known"}, status=404)
+        key = facts.key
         if facts.node is not None:
             return web.json_response(
                 {"error": f"pod {key} runs on {facts.node}: only pending pods preempt"},

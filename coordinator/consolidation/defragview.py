@@ -18,7 +18,7 @@ from aiohttp import web
 
 from coordinator.consolidation.defrag import Migration
 from coordinator.consolidation.defragger import Round, plan_round, waiting
-from coordinator.eviction.view import view_of
+from coordinator.eviction.view import shared_view
 from coordinator.live.cooldowns import APPLIED_NOTE
 from coordinator.services import SERVICES
 
@@ -34,19 +34,18 @@ async def migrations(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     settings = services.settings
     cluster = services.cluster
-    view = view_of(cluster, cluster.cooldowns.active(services.clock.wall()))
+    view = shared_view(cluster, services.clock.wall())
     if view is None:
         return web.json_response({"error": "no nodes known yet"}, status=404)
     pods = waiting(cluster, settings.defrag)
     asked = request.query.get("pod", "")
     if asked:
-        key = asked if "/" in asked else f"default/{asked}"
-        facts = next((f for f in cluster.facts.values() if f.key == key), None)
+        facts = cluster.facts_named(asked)
         if facts is None:
             return web.json_response({"error": f"pod {asked} is not known"}, status=404)
         if facts.node is not None:
             return web.json_response(
-                {"error": f"pod {key} runs on {facts.node}: only pending pods are placed"},
+                {"error": f"pod {facts.key} runs on {facts.node}: only pending pods are placed"},
                 status=400,
             )
         pods = [facts]

@@ -18,7 +18,7 @@ from coordinator.consolidation.drain import DrainPlan, plan_drains
 from coordinator.consolidation.drainer import candidates
 from coordinator.consolidation.view import PATROL
 from coordinator.eviction.answers import Deadline
-from coordinator.eviction.view import view_of
+from coordinator.eviction.view import shared_view
 from coordinator.live.cooldowns import APPLIED_NOTE
 from coordinator.services import SERVICES
 
@@ -34,7 +34,7 @@ async def drains(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     settings = services.settings
     cluster = services.cluster
-    view = view_of(cluster, cluster.cooldowns.active(services.clock.wall()))
+    view = shared_view(cluster, services.clock.wall())
     if view is None:
         return web.json_response({"error": "no nodes known yet"}, status=404)
     mono = services.clock.monotonic

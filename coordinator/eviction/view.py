@@ -121,6 +121,13 @@ def view_of(
     ).index()
 
 
+def shared_view(cluster: LiveCluster, now: float) -> ClusterView | None:
+    """:func:`view_of` under the cooldowns every replica shares at ``now`` (Unix seconds;
+    :mod:`coordinator.live.cooldowns`): what a replica that is not the executor plans by
+    (the preempt verb, the read-only previews), so it refuses what the leader would."""
+    return view_of(cluster, cluster.cooldowns.active(now))
+
+
 def given_back(
     state: ClusterState, rows: npt.NDArray[np.int64], released: Sequence[Sequence[Held]]
 ) -> ClusterState:

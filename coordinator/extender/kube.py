@@ -54,7 +54,7 @@ from aiohttp import web
 
 from coordinator.eviction.answers import Deadline, Refusal
 from coordinator.eviction.plan import narrow_victims
-from coordinator.eviction.view import view_of
+from coordinator.eviction.view import shared_view
 from coordinator.extender import kubewire
 from coordinator.extender.handling import (
     MIB,
@@ -158,7 +158,7 @@ async def preempt(request: web.Request, services: Services) -> web.Response:
     pod = request_of(args.pod, services.settings)  # a pod we cannot read is a bad request
     cluster = services.cluster
     now = services.clock.wall()
-    view = view_of(cluster, cluster.cooldowns.active(now))
+    view = shared_view(cluster, now)
     answer: dict[str, kubewire.MetaVictims | None] = {}
     proposed = {
         node: frozenset(v.uids) for node, v in args.victims.items() if v is not None and v.uids

@@ -254,6 +254,12 @@ class LiveCluster:
         again (a retry), and its own guess must not stand in its way."""
         self._assuming.unassume(self.state, uid)
 
+    def facts_named(self, name: str) -> PodFacts | None:
+        """The pod an operator names ``NAMESPACE/NAME`` (``NAME`` alone: in ``default``),
+        as the read-only previews take it; None when it is not known."""
+        key = name if "/" in name else f"default/{name}"
+        return next((f for f in self.facts.values() if f.key == key), None)
+
     def nominees(self, scheduler_too: bool = True) -> dict[str, tuple[str, PodFacts]]:
         """Pending pods that room is held for, by uid: the node and the pod. Stowage's own
         nominations (unexpired, by the wall clock) and, ``scheduler_too``,
