@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.errors import ConfigError
+from common import quantity
+from common.errors import ConfigError, QuantityError
 
 MIB = 2**20
 
@@ -813,6 +814,47 @@ looked for: Karpenter's NodePool, EKS managed node groups, GKE node pools, AKS a
 pools."""
 
 
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaintSetting:
+    """One taint a node group's new nodes come up with."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupTemplate:
+    """What a new node of a group would look like, for a group that may have no node
+    left (scale from zero): the cluster autoscaler's node-template tags of a cloud group,
+    a Karpenter NodePool's labels, taints and the instance type's allocatable."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[TaintSetting, ...] = ()
+    allocatable: dict[str, str | int] = field(default_factory=dict)
+    """Resource → quantity as the Node's ``status.allocatable`` would say it
+    (``cpu: 63``, ``memory: 480Gi``, ``nvidia.com/gpu: 8``, ``pods: 110``)."""
+
+    def check(self, where: str) -> None:
+        """Refuse what no node could say; the messages name ``where``."""
+        if not self.allocatable:
+            raise ConfigError(f"{where}.allocatable: expected the resources a new node offers")
+        for resource, text in self.allocatable.items():
+            try:
+                quantity.parse_value(str(text))
+            except QuantityError as e:
+                raise ConfigError(f"{where}.allocatable.{resource}: {e}") from None
+        for i, taint in enumerate(self.taints):
+            if not taint.key or taint.effect not in TAINT_EFFECTS:
+                raise ConfigError(
+                    f"{where}.taints[{i}]: expected a key and an effect of"
+                    f" {', '.join(TAINT_EFFECTS)}"
+                )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AutoscaleSettings:
     """Autoscaling hints (:mod:`coordinator.autoscale`): per queue, the room it lacks
@@ -836,6 +878,11 @@ class AutoscaleSettings:
     max_nodes: int = 50
     """At most this many nodes in one hint (1..10000): the work of one namespace's pods
     must not ask for a fleet, however much they request."""
+    templates: dict[str, GroupTemplate] = field(default_factory=dict)
+    """Node groups that may have no node left, by name (``karpenter.sh/nodepool:gpu-h100``:
+    one of ``group_labels``, a colon, its value), with what a new node of each looks like.
+    A group with nodes is judged by its nodes, as the cluster autoscaler judges it; its
+    template here is used only once it has none."""
     max_patches_per_s: float = 1.0
     """Cluster-wide cap on what tells the hints: annotation patches (Volcano Queues only),
     the Events that alone tell a namespace queue's hint, and deadlock Events. A round
@@ -849,6 +896,14 @@ class AutoscaleSettings:
             raise ConfigError("autoscale.reserve_jobs: expected 0..100")
         if not 1 <= self.max_nodes <= 10_000:
             raise ConfigError("autoscale.max_nodes: expected 1..10000")
+        for name, template in self.templates.items():
+            key, colon, value = name.partition(":")
+            if key not in self.group_labels or not colon or not value:
+                raise ConfigError(
+                    f"autoscale.templates: {name!r} is not <group label>:<value>"
+                    f" with a label of autoscale.group_labels"
+                )
+            template.check(f"autoscale.templates.{name}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

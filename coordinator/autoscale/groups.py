@@ -10,8 +10,13 @@ filters: the labels every node of the group carries with the same value (a node'
 name, ``kubernetes.io/hostname``, never), the taints all of them have, not cordoned,
 and, per resource, the least allocatable of its nodes: a new node has at least that.
 This is what the cluster autoscaler itself does when it builds a template from a
-group's existing node, made cautious for groups whose nodes differ. A group with no
-node left has no template here, and no hint can name it (see ``docs/autoscaling.md``).
+group's existing node, made cautious for groups whose nodes differ.
+
+A group with no node left (scaled to zero, or not yet grown) has a template only where
+the operator declared one (``autoscale.templates``), as the cluster autoscaler needs its
+cloud provider's node-template tags to scale a group from zero; without one, no hint can
+name it (see ``docs/autoscaling.md``). A declared template carries its own group label
+whatever its labels say, so the pods that select the group match it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from coordinator import feasibility
+from coordinator.config import GroupTemplate
+from coordinator.feasibility.objects import Taint, amounts
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 
@@ -45,17 +52,37 @@ def group_of(node: feasibility.Node, keys: Sequence[str]) -> tuple[str, str] | N
     return next(((k, node.labels[k]) for k in keys if node.labels.get(k)), None)
 
 
-def groups(nodes: Mapping[str, feasibility.Node], keys: Sequence[str]) -> list[Group]:
-    """Every group with at least one node, sorted by name; one pass over the nodes."""
+def groups(
+    nodes: Mapping[str, feasibility.Node],
+    keys: Sequence[str],
+    declared: Mapping[str, GroupTemplate],
+) -> list[Group]:
+    """Every group with at least one node, and every declared one with none, sorted by
+    name; one pass over the nodes."""
     members: dict[tuple[str, str], list[feasibility.Node]] = {}
     for node in nodes.values():
         found = group_of(node, keys)
         if found is not None:
             members.setdefault(found, []).append(node)
-    return [
+    known = [
         Group(key, value, tuple(sorted(n.name for n in ns)), _template(f"{key}:{value}", ns))
-        for (key, value), ns in sorted(members.items())
+        for (key, value), ns in members.items()
     ]
+    for name, template in declared.items():
+        key, _, value = name.partition(":")
+        if (key, value) not in members:
+            known.append(Group(key, value, (), _declared(name, key, value, template)))
+    return sorted(known, key=lambda g: g.name)
+
+
+def _declared(name: str, key: str, value: str, declared: GroupTemplate) -> feasibility.Node:
+    return feasibility.Node(
+        name=f"new node of {name}",
+        labels={**declared.labels, key: value},
+        taints=tuple(Taint(t.key, t.value, t.effect) for t in declared.taints),
+        unschedulable=False,
+        allocatable=amounts({r: str(q) for r, q in declared.allocatable.items()}),
+    )
 
 
 def _template(name: str, nodes: Sequence[feasibility.Node]) -> feasibility.Node:

@@ -146,7 +146,7 @@ def view_of(cluster: LiveCluster, capacities: Capacities, settings: AutoscaleSet
         pods=list(cluster.facts.values()),
         queues=cluster.podgroups.queues(),
         bounds=capacities.bounds(),
-        groups=groups.groups(nodes, settings.group_labels),
+        groups=groups.groups(nodes, settings.group_labels, settings.templates),
     )
 
 

@@ -197,7 +197,7 @@ def test_a_template_never_keeps_a_node_s_own_name() -> None:
 
     rig = Rig()
     rig.cluster.remove_node("a2")  # the cpu pool is a1 alone
-    (cpu, _) = groups.groups(rig.cluster.node_facts, (POOL,))
+    (cpu, _) = groups.groups(rig.cluster.node_facts, (POOL,), {})
     assert cpu.nodes == ("a1",)
     assert dict(cpu.template.labels) == {POOL: "cpu"}
     assert cpu.template.allocatable == {"cpu": 32000, "memory": 128 * 2**30, "pods": 110}
