@@ -208,19 +208,21 @@ class Executor:
                 reason = (
                     f"plan {proposal.id} not approved within {self._settings.approval_ttl_s:g}s"
                 )
-                await self._withdraw(pod, proposal, reason, "PreemptionPlanExpired")
+                await self._withdraw(pod, proposal, reason, "PlanExpired")
         self._metrics.eviction_approvals_pending.set(len(self._proposals))
 
-    async def _withdraw(self, pod: str, proposal: _Proposal, reason: str, event: str) -> None:
-        """Take back the proposal for ``pod`` (expired or denied): no new one for
-        ``cooldown_s``."""
+    async def _withdraw(self, pod: str, proposal: _Proposal, reason: str, step: str) -> None:
+        """Take back the proposal for ``pod`` (expired or denied: ``step``): no new one
+        for ``cooldown_s``."""
         del self._proposals[pod]
         if self._hook is not None:
             self._hook.forget(proposal.id)
         self._declined[pod] = self._clock.monotonic() + self._settings.cooldown_s
         await self._annotate(pod, {approvals.PLAN_KEY: None})
         self._decide(proposal.plan, "expired", reason)
-        await self._event(_pod_ref(pod), EventType.WARNING, event, reason)
+        await self._event(
+            _pod_ref(pod), EventType.WARNING, _approval_event(proposal.plan, step), reason
+        )
         self._metrics.eviction_approvals_pending.set(len(self._proposals))
 
     async def refused(self, trigger: str, subject: str, refusal: Refusal) -> None:
@@ -308,7 +310,7 @@ class Executor:
                 return Approval("the approval webhook", f"webhook:{pid}", pod, pid, digest, expires)
             if decided == "deny":
                 why = f"plan {pid} denied through the approval webhook"
-                await self._withdraw(pod, proposal, why, "PreemptionPlanDenied")
+                await self._withdraw(pod, proposal, why, "PlanDenied")
                 return None
         try:
             found = await asyncio.to_thread(self._approval_source.find, pid)
@@ -331,7 +333,9 @@ class Executor:
         self._decide(plan, "awaiting-approval", why)
         if self._told.get(pod) != why:
             self._told[pod] = why
-            await self._event(_pod_ref(pod), EventType.WARNING, "PreemptionApprovalRefused", why)
+            await self._event(
+                _pod_ref(pod), EventType.WARNING, _approval_event(plan, "ApprovalRefused"), why
+            )
         return None
 
     async def _propose(self, plan: Plan, now: float) -> None:
@@ -366,7 +370,9 @@ class Executor:
         room = MAX_MESSAGE - len(how)  # the command last and whole, to copy
         message = (what if len(what) <= room else what[: room - 1] + "…") + how
         self._decide(plan, "awaiting-approval", message)
-        await self._event(_pod_ref(pod), EventType.NORMAL, "PreemptionPlanProposed", message)
+        await self._event(
+            _pod_ref(pod), EventType.NORMAL, _approval_event(plan, "PlanProposed"), message
+        )
         self._metrics.eviction_approvals_pending.set(len(self._proposals))
         if self._hook is not None:
             payload = {
@@ -538,6 +544,14 @@ _ROUND_REASON = {
 
 _POD_TRIGGERS = ("preemption", "defrag")
 """The triggers whose subject is a pending pod (else a node)."""
+
+
+def _approval_event(plan: Plan, step: str) -> str:
+    """The Event reason of a step of ``plan``'s approval (``PlanProposed``, …): on a pod a
+    migration (defrag) plan waits for, ``Migration…``, so that ``kubectl describe`` tells
+    it from a plan to preempt others for that pod; ``Preemption…`` otherwise."""
+    return ("Migration" if plan.trigger == "defrag" else "Preemption") + step
+
 
 _VICTIM_REASON = {
     Outcome.EVICTED: "Evicted",

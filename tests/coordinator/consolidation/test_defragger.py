@@ -201,7 +201,8 @@ async def test_a_queue_whose_plans_need_approval_waits_for_one(make: Make) -> No
     await cluster.rig.executor.start_cycle()
     await defragger.act(cluster.planned(live), live.cluster)
     assert cluster.pods() == {"a", "b", "small", "big"}
-    assert "PreemptionPlanProposed" in cluster.rig.reasons("big")
+    assert "MigrationPlanProposed" in cluster.rig.reasons("big")
+    assert "PreemptionPlanProposed" not in cluster.rig.reasons("big")
 
 
 async def test_a_pod_with_no_migration_is_told_why_once(make: Make) -> None:
