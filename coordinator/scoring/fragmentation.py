@@ -14,11 +14,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, Protocol, TypeVar
 
 from coordinator.state.podrequest import PodRequest
 
 TYPICAL_COVERAGE: Final = 0.95
+
+
+class _Orderable(Protocol):
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+S = TypeVar("S", bound=_Orderable)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -44,11 +51,16 @@ def typical_shapes(
     reach the coverage — the reference implementation's order, which decides which shape
     makes the cut.
     """
-    counts = Counter(Shape.of(p) for p in pods)
+    return most_common(Counter(Shape.of(p) for p in pods), coverage)
+
+
+def most_common(counts: Counter[S], coverage: float = TYPICAL_COVERAGE) -> list[tuple[S, float]]:
+    """The shapes of :func:`typical_shapes` from their counts, for any orderable shape (the
+    MIG view counts MIG shapes the same way)."""
     total = sum(counts.values())
     if not total:
         return []
-    chosen: list[tuple[Shape, int]] = []
+    chosen: list[tuple[S, int]] = []
     covered = 0
     for shape, count in sorted(counts.items(), key=lambda kv: (kv[1], kv[0]), reverse=True):
         chosen.append((shape, count))
