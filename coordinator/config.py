@@ -11,7 +11,7 @@ refuses unknown keys and wrong types, naming the key. Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from common import quantity
 from common.errors import ConfigError, QuantityError
@@ -906,6 +906,46 @@ class AutoscaleSettings:
             template.check(f"autoscale.templates.{name}")
 
 
+TOPOLOGY_KEYS: Final = (
+    "cloud.google.com/gce-topology-block",
+    "cloud.google.com/gce-topology-subblock",
+    "topology.k8s.aws/network-node-layer-1",
+    "topology.k8s.aws/network-node-layer-2",
+    "topology.k8s.aws/network-node-layer-3",
+)
+"""The node labels that name network domains, widest first, as Kueue's Topology levels
+list them: GKE's block and subblock (Kueue's topology-aware scheduling example) and EKS's
+network node layers (layer 1 the farthest from the instance, 3 the nearest). Zones and
+regions are too wide to tell a rack from the next."""
+
+
+MAX_TOPOLOGY_KEYS: Final = 8
+"""Most label levels: every level is a pass over every node per gang member's call."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GangSettings:
+    """Members of one gang prefer one topology domain (``coordinator/scoring/ganglocality.py``)."""
+
+    enabled: bool = True
+    """Only pods of a gang are affected, and only in how their own candidate nodes rank."""
+    weight: float = 2.0
+    """What the narrowest level's worth (0 … 1; each wider level weighs four times more)
+    is worth against the policy's scores scaled onto 0 … 1: at 2 a member already on a
+    node or in a rack outweighs the policy; room on one NVLink island about equals it."""
+    topology_keys: tuple[str, ...] = TOPOLOGY_KEYS
+    """Node labels naming topology domains (rack, switch, block), widest first; the node
+    and, for GPU pods, its NVLink islands are the narrower levels after them."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.weight <= 1000 or self.weight != self.weight:
+            raise ConfigError("gang.weight: expected 0 … 1000")
+        if len(self.topology_keys) > MAX_TOPOLOGY_KEYS:
+            raise ConfigError(f"gang.topology_keys: at most {MAX_TOPOLOGY_KEYS} levels")
+        if len(set(self.topology_keys)) != len(self.topology_keys) or not all(self.topology_keys):
+            raise ConfigError("gang.topology_keys: label keys, each once, none empty")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinatorSettings:
     listen: str = "0.0.0.0:8080"
@@ -925,6 +965,7 @@ class CoordinatorSettings:
     patrol: PatrolSettings = field(default_factory=PatrolSettings)
     drain: DrainSettings = field(default_factory=DrainSettings)
     autoscale: AutoscaleSettings = field(default_factory=AutoscaleSettings)
+    gang: GangSettings = field(default_factory=GangSettings)
 
     def __post_init__(self) -> None:
         _check_address("listen", self.listen)

@@ -40,11 +40,12 @@ from coordinator.config import CoordinatorSettings
 from coordinator.live.cooldowns import SharedCooldowns
 from coordinator.live.decisions import FilterResult, explain, filter_nodes, prioritize_rows
 from coordinator.live.freshness import Receipts
+from coordinator.live.gangs import Gangs
 from coordinator.live.holdings import Held, Holdings, namespace_of
 from coordinator.live.nominations import Nominations
 from coordinator.live.rows import RowMemo
 from coordinator.metrics import CoordinatorMetrics
-from coordinator.scoring import iocontention, registry
+from coordinator.scoring import ganglocality, iocontention, registry
 from coordinator.scoring.base import Policy
 from coordinator.scoring.engine import Engine
 from coordinator.state.checkpointing import CheckpointingClaims
@@ -111,6 +112,8 @@ class LiveCluster:
         """PodDisruptionBudgets, from their watch."""
         self.podgroups = PodGroups()
         """Volcano PodGroups' queues, from their watch (none where Volcano is not installed)."""
+        self.gangs = Gangs(settings.gang.topology_keys)
+        """Pods by gang and the nodes' topology domains, for gang locality."""
         self.state: ClusterState | None = None
         self.engine: Engine | None = None
         self._row_memo = RowMemo()
@@ -131,6 +134,8 @@ class LiveCluster:
         except (ObjectError, feasibility.Malformed) as e:
             log.warning("ignoring node: %s", e)
             return
+        if (known := self.node_facts.get(spec.name)) is None or known.labels != facts.labels:
+            self.gangs.nodes_changed()
         self.node_facts[spec.name] = facts
         self.nominations.observe(spec.name, _annotations(node))
         self.colocation.set_labels(spec.name, _labels(node))
@@ -153,6 +158,7 @@ class LiveCluster:
         self.soft_tainted = set()
         self.node_facts = {}
         self.nominations = Nominations()
+        self.gangs.nodes_changed()
         for node in nodes:
             try:
                 spec, facts = node_spec(node), feasibility.node_of(node)
@@ -189,6 +195,7 @@ class LiveCluster:
             self.pods.pop(key, None)
             self.facts.pop(uid, None)
             self.claims.forget(uid)
+            self.gangs.drop(uid)
             if current is not None:
                 holdings.release(self.state, uid)
             return
@@ -202,6 +209,7 @@ class LiveCluster:
         self.pods[key] = request
         facts = self.facts[uid] = pod_facts(pod, request, self.settings.evictions.level_label)
         self.claims.observe(facts, self.clock.monotonic())
+        self.gangs.note(uid, request.gang)
         if not node or node not in self.specs:
             if current is not None and current.assumed_until is None:
                 holdings.release(self.state, uid)
@@ -218,6 +226,7 @@ class LiveCluster:
             return  # nothing else is kept for a pod but by its uid
         self.facts.pop(uid, None)
         self.claims.forget(uid)
+        self.gangs.drop(uid)
         self.holdings.unplaced.pop(uid, None)
         self.volcano_assumed.unassume(None, uid)
         if uid in self.holdings.held:
@@ -240,6 +249,7 @@ class LiveCluster:
                 self.pods[key] = previous[key]
             self.upsert_pod(pod)
         self.claims.retain(listed)
+        self.gangs.retain(listed)
 
     def assume(self, uid: str, request: PodRequest, node: str) -> None:
         """Count a pod on the node the extender ranked first until the watch catches up
@@ -388,8 +398,15 @@ class LiveCluster:
         if state is None:
             return np.zeros(len(names), dtype=np.int64)
         offered = self._row_memo.rows(state, names)
+        locality = self._gang_locality(pod)
         return prioritize_rows(
-            self._engine(), pod, offered.index, offered.known, self.metrics, self._io_spread(pod)
+            self._engine(),
+            pod,
+            offered.index,
+            offered.known,
+            self.metrics,
+            self._io_spread(pod),
+            None if locality is None else (locality.term, self.settings.gang.weight),
         )
 
     def _io_spread(self, pod: PodRequest) -> npt.NDArray[np.float64] | None:
@@ -411,6 +428,23 @@ class LiveCluster:
                 same[state.index[node]] += count
         return iocontention.spread_penalty(state, same)
 
+    def _gang_locality(self, pod: PodRequest) -> ganglocality.Locality | None:
+        """For a member of a gang, every node's gang locality term
+        (:mod:`coordinator.scoring.ganglocality`) from where its gang's other members hold
+        room (Volcano's assumptions too while answering Volcano); None for other pods, or
+        with ``gang.enabled`` off."""
+        state = self.state
+        if pod.gang is None or not self.settings.gang.enabled or state is None:
+            return None
+        holdings = [self.holdings]
+        if self._assuming is self.volcano_assumed:
+            holdings.append(self.volcano_assumed)
+        gang = self.gangs.gang(pod, state, self.facts, holdings, self.podgroups)
+        if gang is None:
+            return None
+        domains = self.gangs.domains(state, self.node_facts)
+        return ganglocality.locality(state, pod, gang, domains)
+
     def explain(self, pod: PodRequest, name: str) -> dict[str, Any]:
         """:func:`coordinator.live.decisions.explain`, and the node's latest report: when
         its agent says it measured it, and how long ago this coordinator received it (what
@@ -428,6 +462,13 @@ class LiveCluster:
         penalty = self._io_spread(pod)
         if penalty is not None:  # what prioritize ranks an I/O-heavy pod's nodes by first
             answer["io_spread_penalty"] = round(float(penalty[i]), 3)
+        locality = self._gang_locality(pod)
+        if locality is not None:  # the gang's domains and this node's term in prioritize
+            domains = self.gangs.domains(self.state, self.node_facts)
+            answer["gang"] = {
+                **ganglocality.explain(locality, domains, self.state, i),
+                "weight": self.settings.gang.weight,
+            }
         return answer
 
     # -------------------------------------------------------------- internals

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from coordinator.config import SignalSettings
 from coordinator.live.rows import Rows
 from coordinator.metrics import CoordinatorMetrics
-from coordinator.scoring import iocontention, livefilters
+from coordinator.scoring import ganglocality, iocontention, livefilters
 from coordinator.scoring.base import Policy
 from coordinator.scoring.engine import Engine
 from coordinator.state.cluster import ClusterState
@@ -92,11 +92,14 @@ def prioritize_rows(
     known: npt.NDArray[np.bool_],
     metrics: CoordinatorMetrics,
     io_penalty: npt.NDArray[np.float64] | None = None,
+    gang: tuple[npt.NDArray[np.float64], float] | None = None,
 ) -> npt.NDArray[np.int64]:
     """The 0–10 score of each row of ``rows``, in order (a row given twice scores twice);
     0 for a name we do not know or a node the pod cannot take. With ``io_penalty`` (an
     I/O-heavy pod), the policy's scores are ranked by it first
-    (:func:`coordinator.scoring.iocontention.spread`).
+    (:func:`coordinator.scoring.iocontention.spread`); with ``gang`` (a gang member's
+    locality term per row and its weight), the term is added
+    (:func:`coordinator.scoring.ganglocality.ranked`).
 
     Among the nodes given that can take the pod, the first of the best-scoring in node
     rank gets 10 and the others ``⌊9 · (score − worst) / (best − worst)⌋`` (9 when all
@@ -114,6 +117,8 @@ def prioritize_rows(
         raw = engine.scores(pod, candidates)
     if io_penalty is not None:
         raw = iocontention.spread(raw, io_penalty)
+    if gang is not None:
+        raw = ganglocality.ranked(raw, *gang)
     best = np.nanmax(raw)
     worst = np.nanmin(raw)
     tied = np.flatnonzero(raw == best)

@@ -36,6 +36,22 @@ def best_fit_devices(gpus: npt.NDArray[np.int64], count: int, milli: int) -> tup
     return tuple(int(d) for d in fits[:count])
 
 
+def unit_interval(raw: npt.NDArray[np.float64]) -> npt.NDArray[np.float64] | None:
+    """A policy's ``raw`` scores (NaN: not a candidate) scaled onto 0 … 1 over the
+    candidates (all 0 when they tie), NaN kept; None when there is none or a score is
+    not finite (a policy's own extremes): terms added to the policy's scores
+    (:mod:`coordinator.scoring.iocontention`, :mod:`coordinator.scoring.ganglocality`)
+    then leave them as they are."""
+    scored = ~np.isnan(raw)
+    values = raw[scored]
+    if not values.size or not np.isfinite(values).all():
+        return None
+    best, worst = float(values.max()), float(values.min())
+    out = np.array(raw, dtype=np.float64)
+    out[scored] = (values - worst) / (best - worst) if best > worst else 0.0
+    return out
+
+
 class Policy(abc.ABC):
     """A placement policy. Subclasses set ``name`` and implement :meth:`score`."""
 

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.config import IoSettings
+from coordinator.scoring.base import unit_interval
 from coordinator.state.cluster import ClusterState
 from coordinator.state.podrequest import PodRequest
 
@@ -98,12 +99,8 @@ def spread(
     """The policy's ``raw`` scores (NaN: not a candidate) for an I/O-heavy pod, ranked by
     ``penalty`` first: each scaled onto 0-1 over the candidates, less its row's penalty.
     Scores that are not finite (a policy's own extremes) are left as the policy gave them."""
-    scored = ~np.isnan(raw)
-    values = raw[scored]
-    if not values.size or not np.isfinite(values).all():
+    unit = unit_interval(raw)
+    if unit is None:
         return raw
-    best, worst = float(values.max()), float(values.min())
-    out = np.array(raw, dtype=np.float64)
-    unit = (values - worst) / (best - worst) if best > worst else np.zeros_like(values)
-    out[scored] = unit - penalty[scored]
+    out: npt.NDArray[np.float64] = unit - penalty
     return out

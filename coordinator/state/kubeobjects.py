@@ -9,6 +9,7 @@ batch class come from ``stowage.io/`` annotations (labels work too).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from fractions import Fraction
@@ -18,6 +19,8 @@ from common import podspec, quantity
 from common.errors import QuantityError
 from coordinator.state.cluster import MILLI_PER_GPU, NodeSpec
 from coordinator.state.podrequest import PodRequest
+
+log = logging.getLogger(__name__)
 
 GPU_MODEL_LABELS: Final = ("stowage.io/gpu-model", "nvidia.com/gpu.product")
 GPU_MILLI: Final = "stowage.io/gpu-milli"
@@ -33,6 +36,16 @@ IO_HEAVY: Final = "stowage.io/io-heavy"
 """``"true"``: the pod does heavy disk I/O and should not go to a node whose disks are
 saturated. The pod's owner writes it, which is safe: it can only narrow where that pod
 itself may go."""
+PODGROUP_KEYS: Final = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+"""The annotations naming a pod's Volcano PodGroup, in its namespace: Volcano's job
+controller writes the first on every pod of a job (``KubeGroupNameAnnotationKey``),
+newer releases the second as well (``VolcanoGroupNameAnnotationKey``)."""
+GANG_LABEL: Final = "stowage.io/gang"
+"""A gang without a PodGroup: pods of one namespace with the same value are one gang."""
+GANG_MIN_KEY: Final = "stowage.io/gang-min-member"
+"""How many members the pod's gang has (needs to keep running)."""
+MAX_GANG_SIZE: Final = 2**31 - 1
+"""The largest gang: ``spec.minMember`` of a PodGroup is an int32."""
 MAX_GPUS_PER_NODE: Final = 256
 """Most ``nvidia.com/gpu`` a Node may count. Sixteen physical GPUs is the most one
 machine has; time-slicing advertises each several times (replicas), and 256 leaves room
@@ -116,7 +129,45 @@ def pod_request(pod: Mapping[str, Any], contiguity_default_b: int) -> PodRequest
         and totals.cpu_m > 0
         and totals.cpu_m % 1000 == 0,
         io_heavy=str(marks.get(IO_HEAVY, "")).lower() == "true",
+        gang=gang_of(pod),
+        gang_size=gang_count(marks.get(GANG_MIN_KEY), name),
     )
+
+
+def podgroup_of(pod: Mapping[str, Any]) -> str | None:
+    """The name of the pod's PodGroup (:data:`PODGROUP_KEYS`, an annotation, or a label of
+    that key), or None."""
+    meta = pod.get("metadata") or {}
+    notes, labels = meta.get("annotations") or {}, meta.get("labels") or {}
+    for key in PODGROUP_KEYS:
+        for marks in (notes, labels):
+            if isinstance(value := marks.get(key), str) and value:
+                return value
+    return None
+
+
+def gang_of(pod: Mapping[str, Any]) -> str | None:
+    """``namespace/name`` of the pod's gang: its PodGroup, else its :data:`GANG_LABEL`.
+    Always in the pod's own namespace, so no pod can join another namespace's gang."""
+    meta = pod.get("metadata") or {}
+    group = podgroup_of(pod)
+    if group is None:
+        label = (meta.get("labels") or {}).get(GANG_LABEL)
+        group = label if isinstance(label, str) and label else None
+    return None if group is None else f"{meta.get('namespace') or 'default'}/{group}"
+
+
+def gang_count(raw: Any, where: str) -> int | None:
+    """A gang's member count (``"8"``), or None — with a warning naming ``where`` — for
+    anything but a whole number in 1 … :data:`MAX_GANG_SIZE`: a typo in the count must
+    not make the pod unreadable, and an absent count is the cautious reading."""
+    if raw is None or raw == "":
+        return None
+    text = str(raw).strip()
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_GANG_SIZE:
+        log.warning("pod %s: %s %r is not a count 1 … %d", where, GANG_MIN_KEY, raw, MAX_GANG_SIZE)
+        return None
+    return int(text)
 
 
 def _quantity(resources: Mapping[str, Any], name: str) -> Fraction:

@@ -9,8 +9,9 @@ may favour the pod against other namespaces' pods:
   ``priorityClassName`` (and refuses a pod that sets another value): PriorityClasses are
   cluster-scoped and written by operators. The level label may only lower the level it
   gives (:func:`coordinator.eviction.answers.level_of`).
-* Its **gang** is its Volcano PodGroup (annotation ``scheduling.k8s.io/group-name``, which
-  Volcano's controllers set on every pod of a job); how many members the gang needs to
+* Its **gang** is its Volcano PodGroup (annotation ``scheduling.k8s.io/group-name`` or
+  ``scheduling.volcano.sh/group-name``, which Volcano's controllers set on every pod of a
+  job: :func:`coordinator.state.kubeobjects.podgroup_of`); how many members the gang needs to
   keep running is ``stowage.io/gang-min-member`` on the pod, and when that is not given,
   every running member: evicting any member then costs the whole gang, the safe
   assumption for a gang-scheduled job. Its **queue** is that PodGroup's ``spec.queue``
@@ -33,12 +34,11 @@ from datetime import datetime
 from typing import Any, Final
 
 from coordinator import feasibility
+from coordinator.state.kubeobjects import podgroup_of
 from coordinator.state.podrequest import PodRequest
 
 log = logging.getLogger(__name__)
 
-GANG_KEY: Final = "scheduling.k8s.io/group-name"
-GANG_MIN_KEY: Final = "stowage.io/gang-min-member"
 CHECKPOINT_KEYS: Final = ("stowage.io/last-checkpoint", "volcano.sh/last-checkpoint-time")
 CHECKPOINTING_KEY: Final = "stowage.io/checkpointing"
 MIRROR_KEY: Final = "kubernetes.io/config.mirror"
@@ -98,7 +98,7 @@ def pod_facts(pod: Mapping[str, Any], request: PodRequest, level_label: str) -> 
     marks = {**notes, **labels}
     spec = pod.get("spec") or {}
     priority = spec.get("priority")
-    group = notes.get(GANG_KEY) or labels.get(GANG_KEY)
+    group = podgroup_of(pod)
     mark = marks.get(level_label)
     owners = meta.get("ownerReferences")
     controller = next(
@@ -118,7 +118,7 @@ def pod_facts(pod: Mapping[str, Any], request: PodRequest, level_label: str) -> 
         labels=labels,
         level_mark=mark.strip().lower() if mark else None,
         gang=f"{namespace}/{group}" if group else None,
-        gang_min=_count(marks.get(GANG_MIN_KEY), f"pod {namespace}/{name}: {GANG_MIN_KEY}"),
+        gang_min=request.gang_size,
         checkpoint_at=next(
             (
                 t
@@ -255,13 +255,3 @@ def _time(raw: Any, where: str | None) -> float | None:
             log.warning("%s: %r is not a time (RFC 3339 with a zone, or Unix seconds)", where, raw)
         return None
     return moment.timestamp()
-
-
-def _count(raw: Any, where: str) -> int | None:
-    if raw is None or raw == "":
-        return None
-    text = str(raw).strip()
-    if not text.isdigit() or int(text) < 1:
-        log.warning("%s: %r is not a positive count", where, raw)
-        return None
-    return int(text)

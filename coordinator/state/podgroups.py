@@ -14,6 +14,10 @@ is no such PodGroup) the pod's queue is not known either, and the planner takes 
 strictest it could be in (:func:`coordinator.eviction.answers.queue_of`) among
 :meth:`Queues.candidates`. Where the API server does not serve PodGroups (Volcano is not
 installed: the list answers 404) there are none, and every pod's queue is its namespace.
+
+A PodGroup's ``spec.minMember`` is how many members its gang has for gang locality
+(:mod:`coordinator.scoring.ganglocality`); one that is not a count in 1 … 2^31-1 (an
+int32, as the CRD has it) is not known, and the pod's own count is used.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from coordinator.state.kubeobjects import MAX_GANG_SIZE
 from coordinator.state.podfacts import PodFacts
 
 log = logging.getLogger(__name__)
@@ -59,10 +64,12 @@ class PodGroups:
 
     def __init__(self) -> None:
         self._by_group: dict[str, str] = {}
+        self._min_member: dict[str, int] = {}
 
     def replace(self, podgroups: Iterable[Mapping[str, Any]]) -> None:
         """A full list (empty where PodGroups are not served)."""
         self._by_group = {}
+        self._min_member = {}
         for podgroup in podgroups:
             self.upsert(podgroup)
 
@@ -72,7 +79,13 @@ class PodGroups:
         key = _key(podgroup)
         if key is None:
             return
-        queue = (podgroup.get("spec") or {}).get("queue") or DEFAULT_QUEUE
+        spec = podgroup.get("spec") or {}
+        least = spec.get("minMember")
+        if isinstance(least, int) and not isinstance(least, bool) and 1 <= least <= MAX_GANG_SIZE:
+            self._min_member[key] = least
+        else:
+            self._min_member.pop(key, None)
+        queue = spec.get("queue") or DEFAULT_QUEUE
         if not isinstance(queue, str):
             log.warning(
                 "podgroup %s: spec.queue %r is not a name; its queue is unknown", key, queue
@@ -85,6 +98,11 @@ class PodGroups:
         key = _key(podgroup)
         if key is not None:
             self._by_group.pop(key, None)
+            self._min_member.pop(key, None)
+
+    def min_member(self, group: str) -> int | None:
+        """``spec.minMember`` of the PodGroup ``namespace/name``, None where not known."""
+        return self._min_member.get(group)
 
     def queues(self) -> Queues:
         """A copy for a planner's view: later watch events do not change it."""

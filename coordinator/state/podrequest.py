@@ -38,6 +38,14 @@ class PodRequest:
     io_heavy: bool = False
     """Marked as doing heavy disk I/O (``stowage.io/io-heavy``): kept off nodes whose
     disks are saturated."""
+    gang: str | None = None
+    """``namespace/name`` of the gang it belongs to (its Volcano PodGroup, or the
+    ``stowage.io/gang`` label): its members prefer one topology domain
+    (:mod:`coordinator.scoring.ganglocality`). Its owner's word, which steers only the
+    owner's own pods, and only towards each other."""
+    gang_size: int | None = None
+    """How many members the gang has, by the pod's ``stowage.io/gang-min-member``
+    (a PodGroup's ``spec.minMember``, where known, wins over it)."""
 
     def __post_init__(self) -> None:
         if self.cpu_m < 0 or self.mem_b < 0 or self.gpus < 0 or self.contiguous_b < 0:

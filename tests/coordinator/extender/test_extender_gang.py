@@ -1,0 +1,151 @@
+"""Gang locality through the extender: a gang's members prefer the rack and node where
+its other members hold room — bound, or assumed after an earlier answer — for
+kube-scheduler and Volcano alike, sized by the PodGroup's ``minMember``; pods of no gang,
+or of another namespace's gang of the same name, are scored by the policy alone.
+
+Four nodes of 8 CPUs and 32Gi in two racks (``r1-a``, ``r1-b`` in r1; ``r2-a``, ``r2-b``
+in r2); members ask for 2 CPUs and 4Gi, so a node holds 4 of them and a rack 8. The
+policy is LeastAllocated, which spreads: whatever gathers the members is the term."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from coordinator.config import CoordinatorSettings, ExtenderSettings, GangSettings, PolicySettings
+from coordinator.extender.handling import request_of
+from tests.coordinator.extender.conftest import MakeRig, Rig
+from tests.coordinator.extender.kubejson import node, pod
+from tests.coordinator.extender.test_extender_volcano import node_info, task
+
+PRIORITIZE = "/scheduler/prioritize"
+RACK = "example.com/rack"
+NAMES = ["r1-a", "r1-b", "r2-a", "r2-b"]
+SETTINGS = CoordinatorSettings(
+    policy=PolicySettings(name="least-allocated"),
+    extender=ExtenderSettings(pick_in_filter=False),
+    gang=GangSettings(topology_keys=(RACK,)),
+)
+LABEL = {"stowage.io/gang": "train"}
+
+
+def racked(name: str) -> dict[str, Any]:
+    found = node(name, "8", "32Gi")
+    found["metadata"]["labels"][RACK] = name.split("-")[0]
+    return found
+
+
+async def gang_rig(make_rig: MakeRig, settings: CoordinatorSettings = SETTINGS) -> Rig:
+    rig = await make_rig(settings, nodes=())
+    for name in NAMES:
+        rig.cluster.upsert_node(racked(name))
+    return rig
+
+
+def member(
+    name: str,
+    node_name: str | None = None,
+    *,
+    namespace: str = "ns",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A gang member (``stowage.io/gang: train`` unless ``labels`` say otherwise), bound to
+    ``node_name`` if given."""
+    found = pod(name=name, uid=f"uid-{name}", annotations=annotations)
+    found["metadata"]["namespace"] = namespace
+    found["metadata"]["labels"] = dict(LABEL if labels is None else labels)
+    if node_name is not None:
+        found["spec"]["nodeName"] = node_name
+        found["status"]["phase"] = "Running"
+    return found
+
+
+async def scores(rig: Rig, the_pod: dict[str, Any]) -> dict[str, int]:
+    status, reply = await rig.post(PRIORITIZE, {"Pod": the_pod, "NodeNames": NAMES})
+    assert status == 200
+    return {r["Host"]: r["Score"] for r in reply}
+
+
+def best(found: dict[str, int]) -> str:
+    return max(found, key=lambda name: found[name])
+
+
+@pytest.fixture
+async def rig(make_rig: MakeRig) -> Rig:
+    return await gang_rig(make_rig)
+
+
+async def test_members_follow_the_member_that_landed(rig: Rig) -> None:
+    rig.cluster.upsert_pod(member("w0", "r2-b"))
+    found = await scores(rig, member("w1"))
+    assert best(found) == "r2-b"  # LeastAllocated alone would take any other node
+    assert found["r2-a"] > found["r1-a"]  # the rack holding the gang comes next
+    explained = rig.cluster.explain(request_of(member("w1"), rig.services.settings), "r2-a")
+    gang = explained["gang"]
+    assert (gang["gang"], gang["landed"], gang["weight"]) == ("ns/train", 1, 2.0)
+    rack, node_level = gang["levels"][0], gang["levels"][1]
+    assert (rack["level"], rack["domain"], rack["landed_here"]) == (RACK, "r2", 1)
+    assert rack["gang_domains"] == {"r2": 1}
+    assert (node_level["domain"], node_level["landed_here"]) == ("r2-a", 0)
+    assert node_level["gang_domains"] == {"r2-b": 1}
+
+
+async def test_pods_of_no_gang_and_of_another_namespace_are_not_drawn(rig: Rig) -> None:
+    rig.cluster.upsert_pod(member("w0", "r2-b"))
+    alone = await scores(rig, member("solo", labels={}))
+    elsewhere = await scores(rig, member("w1", namespace="other"))
+    assert best(alone) == "r1-a"  # the policy's first among the empty nodes
+    assert best(elsewhere) == "r1-b"  # and the next: solo was just assumed on r1-a
+
+
+async def test_a_burst_of_members_follows_the_first_answer(rig: Rig) -> None:
+    """The watch has the pending members; no watch event between the calls: the first
+    member's assumption says where the gang is."""
+    for name in ("w0", "w1"):
+        rig.cluster.upsert_pod(member(name))
+    assert best(await scores(rig, member("w0"))) == "r1-a"
+    assert best(await scores(rig, member("w1"))) == "r1-a"
+    assert rig.cluster.held["uid-w1"].node == "r1-a"
+
+
+async def test_the_podgroups_min_member_sizes_the_room_check(rig: Rig) -> None:
+    """One member (Volcano's annotation) on r1-a: r1 holds 7 more. With minMember 4 the 3
+    remaining fit there; with 9 the 8 remaining fit only in r2."""
+    volcano = {"scheduling.volcano.sh/group-name": "pg"}
+    landed = member("w0", "r1-a", labels={}, annotations=volcano)
+    rig.cluster.upsert_pod(landed)
+    podgroup: dict[str, Any] = {"metadata": {"namespace": "ns", "name": "pg"}, "spec": {}}
+    podgroup["spec"]["minMember"] = 4
+    rig.cluster.podgroups.upsert(podgroup)
+    assert best(await scores(rig, member("w1", labels={}, annotations=volcano))) == "r1-a"
+    podgroup["spec"]["minMember"] = 9
+    rig.cluster.podgroups.upsert(podgroup)
+    found = await scores(rig, member("w1", labels={}, annotations=volcano))
+    assert best(found) in ("r2-a", "r2-b")
+    assert found["r1-a"] < found["r2-a"]
+
+
+async def test_volcano_members_follow_the_member_that_landed(rig: Rig) -> None:
+    rig.cluster.upsert_pod(member("w0", "r2-b"))
+    body = {
+        "task": task(member("w1"), 2000, 4 * 2**30),
+        "nodes": [node_info(name, racked(name)) for name in NAMES],
+    }
+    status, reply = await rig.post("/volcano/prioritize", body)
+    assert status == 200
+    found = reply["nodeScore"]
+    assert max(found, key=lambda name: found[name]) == "r2-b"
+
+
+async def test_off_the_policy_alone_decides(make_rig: MakeRig) -> None:
+    off = CoordinatorSettings(
+        policy=SETTINGS.policy,
+        extender=SETTINGS.extender,
+        gang=GangSettings(enabled=False, topology_keys=(RACK,)),
+    )
+    rig = await gang_rig(make_rig, off)
+    rig.cluster.upsert_pod(member("w0", "r2-b"))
+    assert best(await scores(rig, member("w1"))) == "r1-a"
+    assert "gang" not in rig.cluster.explain(request_of(member("w1"), off), "r2-b")
