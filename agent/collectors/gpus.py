@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import math
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -58,6 +59,13 @@ _MAX_INDEX: Final = 1_000_000
 _MAX_AGE_S: Final = 10.0**9
 _NODE_SET_WORDS: Final = 16
 """64-bit words of NUMA node mask asked of NVML: 1,024 nodes, more than any host has."""
+GI_PROFILE_SLICES: Final = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6, 7: 1, 8: 2, 9: 1}
+"""nvml.h's ``NVML_GPU_INSTANCE_PROFILE_*`` indices → compute slices, the ones go-nvlib
+v0.7.1 (the device plugin's library) names a profile from; others have no name there."""
+GI_PROFILE_MEDIA: Final = frozenset({7, 8})
+"""``NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1`` and ``2_SLICE_REV1``: the ``+me`` profiles."""
+CI_PROFILE_SLICES: Final = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6, 7: 1}
+"""``NVML_COMPUTE_INSTANCE_PROFILE_*`` indices → compute slices, as go-nvlib reads them."""
 
 
 class Nvml(Protocol):
@@ -79,6 +87,9 @@ class Nvml(Protocol):
     NVMLError_Timeout: type[Exception]
 
     NVML_AFFINITY_SCOPE_NODE: int
+    NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT: int
+    NVML_COMPUTE_INSTANCE_PROFILE_COUNT: int
+    NVML_GPU_INSTANCE_PROFILE_COUNT: int
     NVML_DEVICE_MIG_ENABLE: int
     NVML_FEATURE_ENABLED: int
     NVML_MEMORY_ERROR_TYPE_UNCORRECTED: int
@@ -112,6 +123,16 @@ class Nvml(Protocol):
     def nvmlDeviceGetMigDeviceHandleByIndex(self, device: Any, index: int) -> Any: ...
     def nvmlDeviceGetGpuInstanceId(self, device: Any) -> int: ...
     def nvmlDeviceGetComputeInstanceId(self, device: Any) -> int: ...
+    def nvmlDeviceGetGpuInstanceById(self, device: Any, gpuInstanceId: int) -> Any: ...
+    def nvmlGpuInstanceGetInfo(self, gpuInstance: Any) -> Any: ...
+    def nvmlDeviceGetGpuInstanceProfileInfo(self, device: Any, profile: int) -> Any: ...
+    def nvmlGpuInstanceGetComputeInstanceById(
+        self, gpuInstance: Any, computeInstanceId: int
+    ) -> Any: ...
+    def nvmlComputeInstanceGetInfo(self, computeInstance: Any) -> Any: ...
+    def nvmlGpuInstanceGetComputeInstanceProfileInfo(
+        self, device: Any, profile: int, engProfile: int
+    ) -> Any: ...
     def nvmlDeviceGetNvLinkState(self, device: Any, link: int) -> int: ...
     def nvmlDeviceGetNvLinkRemotePciInfo(self, device: Any, link: int) -> Any: ...
     def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: Any, link: int) -> int: ...
@@ -387,14 +408,15 @@ class GpuCollector:
         retired_count = self._retired_pages(read)
         rows = read("remapped-rows", nv.nvmlDeviceGetRemappedRows)
         nvlinks_active = None if h is None else self._nvlinks(g, by_bdf)
-        migs = self._mig_devices(g) if mig_enabled and h is not None else []
+        mem_total_b = _bounded(getattr(mem, "total", None), _MAX_BYTES)
+        migs = self._mig_devices(g, mem_total_b) if mig_enabled and h is not None else []
         dev = GpuDevice(
             index=g.index,
             uuid=g.uuid,
             name=g.name,
             pci_bus_id=g.bus_id,
             numa_node=numa,
-            mem_total_b=_bounded(getattr(mem, "total", None), _MAX_BYTES),
+            mem_total_b=mem_total_b,
             mem_used_b=_bounded(getattr(mem, "used", None), _MAX_BYTES),
             util_gpu_pct=_pct(getattr(util, "gpu", None)),
             util_mem_pct=_pct(getattr(util, "memory", None)),
@@ -452,7 +474,7 @@ class GpuCollector:
             return None
         return _bounded(node, _MAX_INDEX)
 
-    def _mig_devices(self, g: _Gpu) -> list[MigDevice]:
+    def _mig_devices(self, g: _Gpu, parent_total_b: int | None) -> list[MigDevice]:
         nv, probe = self._nvml, g.probe
         out: list[MigDevice] = []
         for slot in range(probe("mig-count", nv.nvmlDeviceGetMaxMigDeviceCount, g.handle) or 0):
@@ -467,19 +489,85 @@ class GpuCollector:
             if uuid is None or probe.lost:
                 continue
             mem = probe("mig-memory", nv.nvmlDeviceGetMemoryInfo, mig)
+            gi_id = _bounded(probe("mig-gi", nv.nvmlDeviceGetGpuInstanceId, mig), _MAX_INDEX)
+            ci_id = _bounded(probe("mig-ci", nv.nvmlDeviceGetComputeInstanceId, mig), _MAX_INDEX)
+            profile, start = self._mig_profile(g, gi_id, ci_id, parent_total_b)
             out.append(
                 MigDevice(
                     uuid=_text(uuid),
-                    gpu_instance_id=_bounded(
-                        probe("mig-gi", nv.nvmlDeviceGetGpuInstanceId, mig), _MAX_INDEX
-                    ),
-                    compute_instance_id=_bounded(
-                        probe("mig-ci", nv.nvmlDeviceGetComputeInstanceId, mig), _MAX_INDEX
-                    ),
+                    gpu_instance_id=gi_id,
+                    compute_instance_id=ci_id,
                     mem_total_b=_bounded(getattr(mem, "total", None), _MAX_BYTES),
+                    profile=profile,
+                    placement_start=start,
                 )
             )
         return out[:64]
+
+    def _mig_profile(
+        self, g: _Gpu, gi_id: int | None, ci_id: int | None, parent_total_b: int | None
+    ) -> tuple[str | None, int | None]:
+        """The instance's profile name and first memory slice, the way go-nvlib's
+        ``GetProfile`` finds them (the device plugin's resource names come from it): the
+        GPU instance's profile id matched among the parent's GPU-instance profiles, its
+        compute instance's among the GPU instance's compute-instance profiles, the memory
+        as the profile's share of the board rounded up to an eighth."""
+        nv, probe = self._nvml, g.probe
+        if gi_id is None:
+            return None, None
+        gi = probe("mig-gi-handle", nv.nvmlDeviceGetGpuInstanceById, g.handle, gi_id)
+        info = None if gi is None else probe("mig-gi-info", nv.nvmlGpuInstanceGetInfo, gi)
+        if info is None:
+            return None, None
+        start = _bounded(info.placement.start, _MAX_INDEX)
+        found = self._gi_profile(g, int(info.profileId))
+        if found is None or ci_id is None or parent_total_b is None:
+            return None, start
+        index, memory_mb = found
+        ci = probe("mig-ci-handle", nv.nvmlGpuInstanceGetComputeInstanceById, gi, ci_id)
+        ci_info = None if ci is None else probe("mig-ci-info", nv.nvmlComputeInstanceGetInfo, ci)
+        compute = None if ci_info is None else self._ci_slices(g, gi, int(ci_info.profileId))
+        if compute is None:
+            return None, start
+        slices = GI_PROFILE_SLICES[index]
+        gb = _mig_memory_gb(parent_total_b, memory_mb)
+        name = f"{slices}g.{gb}gb" if compute == slices else f"{compute}c.{slices}g.{gb}gb"
+        return name + ("+me" if index in GI_PROFILE_MEDIA else ""), start
+
+    def _gi_profile(self, g: _Gpu, profile_id: int) -> tuple[int, int] | None:
+        """(profile index, memory MB) of the parent's GPU-instance profile with this id."""
+        nv = self._nvml
+        for index in range(nv.NVML_GPU_INSTANCE_PROFILE_COUNT):
+            if index not in GI_PROFILE_SLICES:
+                continue
+            try:
+                info = nv.nvmlDeviceGetGpuInstanceProfileInfo(g.handle, index)
+            except (nv.NVMLError_NotSupported, nv.NVMLError_InvalidArgument):
+                continue  # a profile this GPU does not have
+            except nv.NVMLError as e:
+                g.probe.fail("mig-gi-profile", e)
+                return None
+            if info.id == profile_id:
+                return index, int(info.memorySizeMB)
+        return None
+
+    def _ci_slices(self, g: _Gpu, gi: Any, profile_id: int) -> int | None:
+        """Compute slices of the GPU instance's compute-instance profile with this id."""
+        nv = self._nvml
+        for index in range(nv.NVML_COMPUTE_INSTANCE_PROFILE_COUNT):
+            if index not in CI_PROFILE_SLICES:
+                continue
+            for engine in range(nv.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT):
+                try:
+                    info = nv.nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, index, engine)
+                except (nv.NVMLError_NotSupported, nv.NVMLError_InvalidArgument):
+                    continue
+                except nv.NVMLError as e:
+                    g.probe.fail("mig-ci-profile", e)
+                    return None
+                if info.id == profile_id:
+                    return CI_PROFILE_SLICES[index]
+        return None
 
     def _nvlinks(self, g: _Gpu, by_bdf: dict[str, int]) -> int | None:
         """Count active links and note where each goes: another GPU, or an NVSwitch.
@@ -607,6 +695,14 @@ def _bounded(value: Any, hi: int) -> int | None:
     if value is None or not 0 <= value <= hi:
         return None
     return int(value)
+
+
+def _mig_memory_gb(parent_total_b: int, memory_mb: int) -> int:
+    """go-nvlib's ``getMigMemorySizeGB``: the instance's share of the board's memory
+    rounded up to an eighth, times the board's memory in whole GB (rounded up), rounded
+    half away from zero as Go's ``math.Round`` does."""
+    share = math.ceil(memory_mb * 2**20 / parent_total_b * 8) / 8
+    return math.floor(share * ((parent_total_b + 2**30 - 1) // 2**30) + 0.5)
 
 
 def _single_node(node_set: Any) -> int | None:

@@ -18,6 +18,7 @@ from these definitions.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,13 @@ ALL_EVENTS = XID_EVENTS | pynvml.nvmlEventTypePState | pynvml.nvmlEventTypeClock
 GIB = 2**30
 MIB = 2**20
 _HANDLE_BASE = 0x7F00_0000_0000
+_GI_BASE = 0x7E00_0000
+"""GPU-instance handles; a compute instance's is its GPU instance's × 0x100 + its id."""
+_GI_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6, 7: 1, 8: 2, 9: 1}
+_GI_MEMORY_SLICES = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 7: 1, 9: 2}
+"""nvml.h's GPU-instance profile indices: compute slices, and memory slices spanned on an
+A100/H100 (``nvidia-smi mig -lgipp``'s placement size)."""
+_CI_SLICES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7, 5: 8, 6: 6, 7: 1}
 
 
 def err(code: int) -> pynvml.NVMLError:
@@ -53,13 +61,18 @@ class Link:
 
 @dataclass
 class Mig:
-    """One MIG instance, in slot ``slot`` of its parent's MIG device table."""
+    """One MIG instance, in slot ``slot`` of its parent's MIG device table: a compute
+    instance of profile index ``ci_profile`` inside a GPU instance of profile index
+    ``gi_profile`` (``NVML_GPU_INSTANCE_PROFILE_*``) placed at memory slice ``start``."""
 
     slot: int
     uuid: str
     gpu_instance_id: int
     compute_instance_id: int
     mem_total_b: int
+    gi_profile: int = pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE
+    start: int = 0
+    ci_profile: int = pynvml.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE
 
 
 @dataclass
@@ -79,6 +92,9 @@ class Gpu:
     mig_mode: int | None = None
     max_mig: int = 7
     migs: list[Mig] = field(default_factory=list)
+    gi_profiles: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    """GPU-instance profile index → (profile id, slice count, memory MB), what
+    nvmlDeviceGetGpuInstanceProfileInfo answers; the rest are NotSupported."""
     ecc_mode: int | None = pynvml.NVML_FEATURE_ENABLED
     ecc_uncorrected_volatile: int = 0
     retired_pages_pending: int | None = pynvml.NVML_FEATURE_DISABLED
@@ -241,6 +257,74 @@ class FakeNvml:
     def nvmlDeviceGetComputeInstanceId(self, device: Any) -> int:
         return self._mig(device, "nvmlDeviceGetComputeInstanceId").compute_instance_id
 
+    def nvmlDeviceGetGpuInstanceById(self, device: Any, gpuInstanceId: int) -> Any:  # noqa: N803
+        gpu = self._device(device, "nvmlDeviceGetGpuInstanceById")
+        if gpu.mig_mode != pynvml.NVML_DEVICE_MIG_ENABLE:
+            raise err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if not any(m.gpu_instance_id == gpuInstanceId for m in gpu.migs):
+            raise err(pynvml.NVML_ERROR_NOT_FOUND)
+        address = _GI_BASE + self.gpus.index(gpu) * 0x1000 + gpuInstanceId
+        return ctypes.cast(ctypes.c_void_p(address), pynvml.c_nvmlGpuInstance_t)
+
+    def nvmlGpuInstanceGetInfo(self, gpuInstance: Any) -> Any:  # noqa: N803
+        gpu, mig = self._gi(gpuInstance, "nvmlGpuInstanceGetInfo")
+        info = pynvml.c_nvmlGpuInstanceInfo_t()
+        info.id = mig.gpu_instance_id
+        info.profileId = gpu.gi_profiles[mig.gi_profile][0]
+        info.placement.start = mig.start
+        info.placement.size = _GI_MEMORY_SLICES.get(mig.gi_profile, 1)
+        return info
+
+    def nvmlDeviceGetGpuInstanceProfileInfo(
+        self, device: Any, profile: int, version: int = 2
+    ) -> Any:
+        gpu = self._device(device, "nvmlDeviceGetGpuInstanceProfileInfo")
+        if not 0 <= profile < pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT:
+            raise err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if gpu.mig_mode is None or profile not in gpu.gi_profiles:
+            raise err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        info = pynvml.c_nvmlGpuInstanceProfileInfo_v2_t()
+        info.id, info.sliceCount, info.memorySizeMB = gpu.gi_profiles[profile]
+        return info
+
+    def nvmlGpuInstanceGetComputeInstanceById(
+        self, gpuInstance: Any, computeInstanceId: int
+    ) -> Any:  # noqa: N803
+        _, mig = self._gi(gpuInstance, "nvmlGpuInstanceGetComputeInstanceById")
+        if mig.compute_instance_id != computeInstanceId:
+            raise err(pynvml.NVML_ERROR_NOT_FOUND)
+        address = ctypes.cast(gpuInstance, ctypes.c_void_p).value or 0
+        return ctypes.cast(
+            ctypes.c_void_p(address * 0x100 + computeInstanceId), pynvml.c_nvmlComputeInstance_t
+        )
+
+    def nvmlComputeInstanceGetInfo(self, computeInstance: Any) -> Any:  # noqa: N803
+        address = ctypes.cast(computeInstance, ctypes.c_void_p).value or 0
+        gi_address, ci_id = divmod(address, 0x100)
+        gi = ctypes.cast(ctypes.c_void_p(gi_address), pynvml.c_nvmlGpuInstance_t)
+        _, mig = self._gi(gi, "nvmlComputeInstanceGetInfo")
+        info = pynvml.c_nvmlComputeInstanceInfo_t()
+        info.id = ci_id
+        info.profileId = mig.ci_profile  # the CI profile ids are their indices
+        return info
+
+    def nvmlGpuInstanceGetComputeInstanceProfileInfo(
+        self,
+        device: Any,
+        profile: int,
+        engProfile: int,
+        version: int = 2,  # noqa: N803
+    ) -> Any:
+        _, mig = self._gi(device, "nvmlGpuInstanceGetComputeInstanceProfileInfo")
+        if not 0 <= profile < pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT or engProfile != 0:
+            raise err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        slices = _CI_SLICES.get(profile)
+        if slices is None or slices > _GI_SLICES[mig.gi_profile]:
+            raise err(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        info = pynvml.c_nvmlComputeInstanceProfileInfo_v2_t()
+        info.id, info.sliceCount = profile, slices
+        return info
+
     def nvmlDeviceGetEccMode(self, handle: Any) -> list[int]:
         gpu = self._device(handle, "nvmlDeviceGetEccMode")
         mode = _supported(gpu.ecc_mode)
@@ -366,6 +450,20 @@ class FakeNvml:
         if mig is None:
             raise err(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # not a MIG device handle
         return mig
+
+    def _gi(self, handle: Any, fn: str) -> tuple[Gpu, Mig]:
+        """The GPU and MIG instance a GPU-instance handle names."""
+        self._initialised()
+        address = ctypes.cast(handle, ctypes.c_void_p).value or 0
+        index, gi_id = divmod(address - _GI_BASE, 0x1000)
+        if not 0 <= index < len(self.gpus):
+            raise err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        gpu = self.gpus[index]
+        self._raise_for(gpu, fn)
+        for mig in gpu.migs:
+            if mig.gpu_instance_id == gi_id:
+                return gpu, mig
+        raise err(pynvml.NVML_ERROR_INVALID_ARGUMENT)
 
     def _link(self, handle: Any, link: int, fn: str) -> Link:
         gpu = self._device(handle, fn)
@@ -496,14 +594,28 @@ def pcie_host() -> FakeNvml:
     return FakeNvml(gpus, topology=PCIE_TOPOLOGY)
 
 
+A100_40GB_PROFILES = {
+    # nvidia-smi mig -lgip on an A100-PCIE-40GB: profile index -> (id, slices, memory MiB)
+    pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE: (19, 1, 4864),
+    pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1: (20, 1, 4864),
+    pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2: (15, 1, 9856),
+    pynvml.NVML_GPU_INSTANCE_PROFILE_2_SLICE: (14, 2, 9856),
+    pynvml.NVML_GPU_INSTANCE_PROFILE_3_SLICE: (9, 3, 19968),
+    pynvml.NVML_GPU_INSTANCE_PROFILE_4_SLICE: (5, 4, 19968),
+    pynvml.NVML_GPU_INSTANCE_PROFILE_7_SLICE: (0, 7, 40192),
+}
 A100_MIGS = [
-    # slot 1 is empty: the table has gaps once instances are destroyed and recreated
+    # slot 1 is empty: the table has gaps once instances are destroyed and recreated.
+    # A 3g.20gb at slices 4-7, one compute slice of a 2g.10gb at 0-1, a 1g.5gb+me at 2.
     Mig(
         slot=0,
         uuid="MIG-a1000000-0000-4000-8000-000000000001",
         gpu_instance_id=1,
         compute_instance_id=0,
         mem_total_b=19968 * MIB,
+        gi_profile=pynvml.NVML_GPU_INSTANCE_PROFILE_3_SLICE,
+        start=4,
+        ci_profile=pynvml.NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE,
     ),
     Mig(
         slot=2,
@@ -511,6 +623,9 @@ A100_MIGS = [
         gpu_instance_id=5,
         compute_instance_id=0,
         mem_total_b=9856 * MIB,
+        gi_profile=pynvml.NVML_GPU_INSTANCE_PROFILE_2_SLICE,
+        start=0,
+        ci_profile=pynvml.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE,
     ),
     Mig(
         slot=3,
@@ -518,6 +633,9 @@ A100_MIGS = [
         gpu_instance_id=13,
         compute_instance_id=0,
         mem_total_b=4864 * MIB,
+        gi_profile=pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1,
+        start=2,
+        ci_profile=pynvml.NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE,
     ),
 ]
 MIG_BUS_IDS = ["00000000:3B:00.0", "00000000:D8:00.0"]
@@ -534,7 +652,8 @@ def mig_host() -> FakeNvml:
             mem_used_b=2 * GIB,
             util=(0, 0),
             mig_mode=pynvml.NVML_DEVICE_MIG_ENABLE,
-            migs=list(A100_MIGS),
+            migs=[dataclasses.replace(m) for m in A100_MIGS],  # tests may change them
+            gi_profiles=dict(A100_40GB_PROFILES),
             retired_pages_pending=None,
         ),
         Gpu(

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pynvml
 import pytest
 
@@ -190,18 +191,24 @@ def test_mig_host(tmp_path: Path) -> None:
             gpu_instance_id=1,
             compute_instance_id=0,
             mem_total_b=19968 * 2**20,
+            profile="3g.20gb",
+            placement_start=4,
         ),
         MigDevice(
             uuid="MIG-a1000000-0000-4000-8000-000000000002",
             gpu_instance_id=5,
             compute_instance_id=0,
             mem_total_b=9856 * 2**20,
+            profile="1c.2g.10gb",  # one compute slice of a two-slice GPU instance
+            placement_start=0,
         ),
         MigDevice(
             uuid="MIG-a1000000-0000-4000-8000-000000000003",
             gpu_instance_id=13,
             compute_instance_id=0,
             mem_total_b=4864 * 2**20,
+            profile="1g.5gb+me",
+            placement_start=2,
         ),
     ]
     assert (mig.util_gpu_pct, mig.util_mem_pct) == (None, None)
@@ -213,6 +220,104 @@ def test_mig_host(tmp_path: Path) -> None:
     assert (plain.util_gpu_pct, plain.util_mem_pct) == (63.0, 21.0)
     assert (plain.remapped_rows_pending, plain.remapping_failed) == (False, False)
     assert section.topology == [[0, 50], [50, 0]]
+
+
+def test_mig_profile_unknown_to_nvml_leaves_it_unnamed(tmp_path: Path) -> None:
+    """GPU instances of a profile go-nvlib has no name for (a graphics profile): reported,
+    their start known, their profile not; nothing is unhealthy."""
+    host = fake.mig_host()
+    gfx = pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE_GFX
+    host.gpus[0].gi_profiles[gfx] = (30, 1, 4864)
+    for m in host.gpus[0].migs:
+        m.gi_profile = gfx
+    (mig, _) = collect(make(host, tmp_path)).devices
+    assert [(d.profile, d.placement_start) for d in mig.mig_devices] == [
+        (None, 4),
+        (None, 0),
+        (None, 2),
+    ]
+    assert (mig.health, mig.health_reasons) == ("ok", [])
+
+
+@pytest.mark.parametrize(
+    ("fn", "reason"),
+    [
+        ("nvmlGpuInstanceGetInfo", "mig-gi-info: Unknown"),
+        ("nvmlDeviceGetGpuInstanceProfileInfo", "mig-gi-profile: Unknown"),
+        ("nvmlComputeInstanceGetInfo", "mig-ci-info: Unknown"),
+        ("nvmlGpuInstanceGetComputeInstanceProfileInfo", "mig-ci-profile: Unknown"),
+    ],
+)
+def test_a_failing_mig_profile_read_is_a_reason(tmp_path: Path, fn: str, reason: str) -> None:
+    host = fake.mig_host()
+    host.gpus[0].errors[fn] = pynvml.NVML_ERROR_UNKNOWN
+    (mig, _) = collect(make(host, tmp_path)).devices
+    assert [d.profile for d in mig.mig_devices] == [None] * 3
+    assert mig.health == "ok" and reason in mig.health_reasons
+
+
+def test_profile_index_tables_are_nvml_h() -> None:
+    """The indices are pynvml's own constants (nvml.h), slice counts as their names say."""
+    gi = {
+        getattr(pynvml, f"NVML_GPU_INSTANCE_PROFILE_{n}"): slices
+        for n, slices in [
+            ("1_SLICE", 1),
+            ("2_SLICE", 2),
+            ("3_SLICE", 3),
+            ("4_SLICE", 4),
+            ("7_SLICE", 7),
+            ("8_SLICE", 8),
+            ("6_SLICE", 6),
+            ("1_SLICE_REV1", 1),
+            ("2_SLICE_REV1", 2),
+            ("1_SLICE_REV2", 1),
+        ]
+    }
+    assert gi == gpus.GI_PROFILE_SLICES
+    assert {
+        pynvml.NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1,
+        pynvml.NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1,
+    } == gpus.GI_PROFILE_MEDIA
+    ci = {
+        getattr(pynvml, f"NVML_COMPUTE_INSTANCE_PROFILE_{n}"): slices
+        for n, slices in [
+            ("1_SLICE", 1),
+            ("2_SLICE", 2),
+            ("3_SLICE", 3),
+            ("4_SLICE", 4),
+            ("7_SLICE", 7),
+            ("8_SLICE", 8),
+            ("6_SLICE", 6),
+            ("1_SLICE_REV1", 1),
+        ]
+    }
+    assert ci == gpus.CI_PROFILE_SLICES
+
+
+@pytest.mark.parametrize(
+    ("total_b", "memory_mb", "gb"),
+    [
+        (40 * 2**30, 4864, 5),  # A100-40GB 1g: 0.119 of the board -> an eighth of 40
+        (40 * 2**30, 19968, 20),
+        (40 * 2**30, 40192, 40),
+        (80 * 2**30, 9728, 10),
+        (80 * 2**30, 5000, 10),  # 0.49 of an eighth: rounded up, not to the nearest
+        (81559 * 2**20, 40448, 40),  # H100 80GB HBM3 reports 81559 MiB
+        (20 * 2**30, 2560, 3),  # 2.5 GB rounds half away from zero, as Go does
+    ],
+)
+def test_mig_memory_gb_as_go_nvlib_rounds(total_b: int, memory_mb: int, gb: int) -> None:
+    assert gpus._mig_memory_gb(total_b, memory_mb) == gb
+
+
+def test_a_mig_device_without_the_late_fields_is_the_old_wire_form() -> None:
+    old = MigDevice(uuid="MIG-x", gpu_instance_id=1, compute_instance_id=0, mem_total_b=None)
+    assert set(msgspec.msgpack.decode(msgspec.msgpack.encode(old))) == {
+        "uuid",
+        "gpu_instance_id",
+        "compute_instance_id",
+        "mem_total_b",
+    }
 
 
 def test_host_where_half_of_nvml_is_not_supported(tmp_path: Path) -> None:
