@@ -15,6 +15,7 @@ import pytest
 
 from coordinator.config import CoordinatorSettings, ExtenderSettings, GangSettings, PolicySettings
 from coordinator.extender.handling import request_of
+from coordinator.scoring import ganglocality
 from tests.coordinator.extender.conftest import MakeRig, Rig
 from tests.coordinator.extender.kubejson import node, pod
 from tests.coordinator.extender.test_extender_volcano import node_info, task
@@ -149,3 +150,52 @@ async def test_off_the_policy_alone_decides(make_rig: MakeRig) -> None:
     rig.cluster.upsert_pod(member("w0", "r2-b"))
     assert best(await scores(rig, member("w1"))) == "r1-a"
     assert "gang" not in rig.cluster.explain(request_of(member("w1"), off), "r2-b")
+
+
+async def test_a_nominated_member_counts_where_it_is_nominated_but_never_the_pod_itself(
+    rig: Rig,
+) -> None:
+    nominated = member("w0")
+    nominated["status"]["nominatedNodeName"] = "r2-b"  # kube-scheduler's preemption
+    rig.cluster.upsert_pod(nominated)
+    assert best(await scores(rig, member("w1"))) == "r2-b"
+    # w0 asked about itself again: its own nomination does not draw it anywhere.
+    assert best(await scores(rig, nominated)) == "r1-a"
+
+
+async def test_a_count_that_is_not_one_is_ignored_and_the_pod_still_scored(rig: Rig) -> None:
+    rig.cluster.upsert_pod(member("w0", "r2-b"))
+    for count in ("many", "0", str(2**31), "-3"):
+        odd = member("w1", annotations={"stowage.io/gang-min-member": count})
+        assert best(await scores(rig, odd)) == "r2-b", count
+        size = rig.cluster.explain(request_of(odd, SETTINGS), "r2-b")["gang"]["size"]
+        assert size == 0, count  # not known: the landed members and this pod
+    counted = member("w1", annotations={"stowage.io/gang-min-member": str(2**31 - 1)})
+    assert rig.cluster.explain(request_of(counted, SETTINGS), "r2-b")["gang"]["size"] == 2**31 - 1
+
+
+async def test_a_call_counts_at_most_the_bound_of_members(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gang with more members than a call counts (each asks for nothing: the nodes keep
+    their room): the first MAX_MEMBERS_COUNTED are counted, no more (the bound lowered
+    to 40 here, for speed: the same code counts to 10,000)."""
+    most = 40
+    monkeypatch.setattr(ganglocality, "MAX_MEMBERS_COUNTED", most)
+    for k in range(most + 5):
+        landed = member(f"m{k}", NAMES[k % 4])
+        landed["spec"]["containers"][0]["resources"] = {}
+        rig.cluster.upsert_pod(landed)
+    explained = rig.cluster.explain(request_of(member("w1"), SETTINGS), "r1-a")
+    assert explained["gang"]["landed"] == most
+
+
+async def test_a_node_moved_to_another_rack_counts_there_at_once(rig: Rig) -> None:
+    rig.cluster.upsert_pod(member("w0", "r2-b"))
+    assert (await scores(rig, member("w1")))["r2-a"] > (await scores(rig, member("w1")))["r1-a"]
+    moved = racked("r2-b")
+    moved["metadata"]["labels"][RACK] = "r1"  # the Node watch: relabelled into rack r1
+    rig.cluster.upsert_node(moved)
+    found = await scores(rig, member("w1"))
+    assert best(found) == "r2-b"
+    assert found["r1-a"] > found["r2-a"]  # r1 holds the gang's member now

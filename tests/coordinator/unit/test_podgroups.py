@@ -80,3 +80,22 @@ def test_the_candidates_are_the_namespace_and_its_podgroups_queues() -> None:
     )
     assert groups.queues().candidates("ns") == ["heavy", "light", "ns"]
     assert groups.queues().candidates("empty") == ["empty"]
+
+
+def test_min_member_is_a_podgroups_count_and_nothing_else() -> None:
+    """``spec.minMember`` sizes the gang for gang locality: an int32 count of at least 1;
+    anything else is not known (the pods' own count is used), and never a crash."""
+    groups = PodGroups()
+    sized = podgroup("job", "research")
+    for value, known in [(8, 8), (2**31 - 1, 2**31 - 1), (0, None), (2**31, None),
+                         (True, None), ("8", None), (None, None)]:  # fmt: skip
+        sized["spec"]["minMember"] = value
+        groups.upsert(sized)
+        assert groups.min_member("ns/job") == known, value
+    sized["spec"]["minMember"] = 4
+    groups.upsert(sized)
+    groups.remove(sized)
+    assert groups.min_member("ns/job") is None
+    groups.upsert(sized)
+    groups.replace([])
+    assert groups.min_member("ns/job") is None
