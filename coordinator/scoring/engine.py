@@ -109,9 +109,13 @@ class Engine:
 
     # ------------------------------------------------------------------- pick
 
-    def choose(self, pod: PodRequest) -> Placement | None:
-        """The best node and its devices for the pod, or None if nothing fits."""
-        feasible = self.policy.admit(self.state, pod, self.feasible(pod))
+    def choose(
+        self, pod: PodRequest, among: npt.NDArray[np.bool_] | None = None
+    ) -> Placement | None:
+        """The best node and its devices for the pod, or None if nothing fits; only the
+        nodes ``among`` marks, if given (the simulator's nodes in use before the rest)."""
+        feasible = self.feasible(pod) if among is None else self.feasible(pod) & among
+        feasible = self.policy.admit(self.state, pod, feasible)
         if not feasible.any():
             return None
         scores = self.scores(pod, feasible)

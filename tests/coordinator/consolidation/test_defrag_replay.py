@@ -113,12 +113,15 @@ def test_bad_arguments_are_refused_with_a_message(
     assert "defrag_replay:" in capsys.readouterr().err
 
 
-def test_the_command_prints_both_variants_per_seed(
+def test_the_command_prints_both_variants_per_seed_and_writes_a_png(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     nodes, pods = files(tmp_path)
+    png = tmp_path / "nodes.png"
     argv = ["--node-list", str(nodes), "--pods", str(pods), "--nodes", "2", "--every", "1"]
-    assert main([*argv, "--speedup", "1", "--seeds", "1,2,3"]) == 0
+    assert main([*argv, "--speedup", "1", "--seeds", "1,2,3", "--png", str(png)]) == 0
+    data = png.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000
     lines = capsys.readouterr().out.splitlines()
     rows = [line.split() for line in lines[2:8]]
     assert [(r[0], r[1]) for r in rows] == [(s, v) for s in "123" for v in ("fgd", "fgd+defrag")]
