@@ -531,6 +531,11 @@ class PodUsage(_Record, frozen=True, array_like=True):
     :attr:`PsiLine.rate_pct` is for system PSI)."""
 
 
+MAX_POD_NUMA_NODES: Final = 64
+"""Most NUMA nodes one pod's entry lists (eight sockets of sub-NUMA clustering are 32); a
+pod on more is reported without them, which reads as every NUMA node of its node."""
+
+
 class PodInfo(_Record, frozen=True, omit_defaults=True):
     """One pod bound to the node. New fields have defaults and are left off the wire while
     they hold them, so a report without them reads the same to an older coordinator."""
@@ -548,6 +553,9 @@ class PodInfo(_Record, frozen=True, omit_defaults=True):
     static: bool = False
     """A static pod (the kubelet runs it from a file or URL) or its mirror on the API
     server: node infrastructure, never best-effort (:mod:`common.qos`)."""
+    numa_nodes: Annotated[list[Index], Meta(max_length=MAX_POD_NUMA_NODES)] | None = None
+    """The NUMA nodes its containers may run on (their cgroups' effective cpusets,
+    :mod:`agent.podnuma`); None where not known, which counts as every NUMA node."""
 
 
 class PodsSection(_Record, frozen=True):

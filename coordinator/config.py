@@ -109,6 +109,45 @@ class IoSettings:
                 raise ConfigError(f"signals.io.{name}: expected 0 < value <= 100")
 
 
+TENANCY_RULES = ("none", "exclusive", "split-training-inference")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TenancySettings:
+    """Which tenants may share a NUMA node (``coordinator/scoring/tenancy.py``). A tenant is
+    a namespace: the coordinator does not read Namespace objects, and a pod's own labels
+    are its owner's to write (one could name another tenant)."""
+
+    rule: str = "none"
+    """``none``: NUMA nodes are not judged by tenant. ``exclusive``: a tenant's pods never
+    share a NUMA node with another tenant's. ``split-training-inference``: training and
+    inference pods of different tenants never share one."""
+    training_priority_classes: list[str] = field(default_factory=list)
+    """PriorityClasses whose pods are training, for ``split-training-inference``."""
+    inference_priority_classes: list[str] = field(default_factory=list)
+    """PriorityClasses whose pods are inference. A pod of neither class counts as both: a
+    pod cannot get room by leaving its class out."""
+    prefer_same_tenant: bool = True
+    """Prioritize ranks first the nodes whose NUMA nodes already host the pod's tenant."""
+    infrastructure_namespaces: list[str] = field(
+        default_factory=lambda: ["kube-system", "stowage-system"]
+    )
+    """Namespaces whose pods are no tenant's (the cluster's own: kube-proxy, the CNI, this
+    agent on every node) and are not judged: with them counted, every node would host a
+    tenant that no other may share with."""
+
+    def __post_init__(self) -> None:
+        if self.rule not in TENANCY_RULES:
+            raise ConfigError(
+                f"signals.tenancy.rule: {self.rule!r} is not one of {', '.join(TENANCY_RULES)}"
+            )
+        both = set(self.training_priority_classes) & set(self.inference_priority_classes)
+        if both:
+            raise ConfigError(
+                f"signals.tenancy: {sorted(both)[0]!r} is both a training and an inference class"
+            )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignalSettings:
     """What live measurements may do, and how long they stay true."""
@@ -133,6 +172,8 @@ class SignalSettings:
     """Unhealthy GPUs are not offered to new GPU pods."""
     io: IoSettings = field(default_factory=IoSettings)
     """I/O-heavy pods skip nodes whose disks are saturated."""
+    tenancy: TenancySettings = field(default_factory=TenancySettings)
+    """Tenants kept apart per NUMA node (off by default)."""
 
     def __post_init__(self) -> None:
         _positive("signals", report_ttl_s=self.report_ttl_s)

@@ -16,7 +16,9 @@ in ``stowage_reports{outcome=...}`` and changes no state:
                             field (``psi.system.cpu.some.avg10_pct: expected …``,
                             ``gpus.nvlinks[1]: …``); also a ``measured_at`` (the
                             report's or a section's) more than
-                            ``ingest.max_clock_ahead_s`` ahead of our wall clock
+                            ``ingest.max_clock_ahead_s`` ahead of our wall clock, or
+                            a pod placed on a NUMA node the report's NUMA section
+                            lacks (``pods.pods[3].numa_nodes: [7] …``)
 403   node_mismatch         the token belongs to another node than the report's
 409   unknown_node          the report's node is not (yet) among the cluster's Nodes
 ====  ====================  =========================================================
@@ -140,6 +142,9 @@ async def ingest(request: web.Request, services: Services, received_at: float) -
             f"{ahead}: more than {settings.max_clock_ahead_s:g}s ahead of the coordinator's"
             " clock (is the node's clock right?)",
         )
+    misplaced = _misplaced_pod(report)
+    if misplaced is not None:
+        raise Refused(400, "invalid", misplaced)
     if caller.node is not None and caller.node != report.node:
         raise Refused(
             403, "node_mismatch", f"report for node {report.node!r} with a token of another node"
@@ -189,6 +194,21 @@ def _ahead_of(report: NodeReport, latest: float) -> str | None:
         section = getattr(report, name)
         if not is_absent(section) and section.measured_at > latest:
             return f"{name}.measured_at"
+    return None
+
+
+def _misplaced_pod(report: NodeReport) -> str | None:
+    """Why a pod of the report is placed on a NUMA node its NUMA section does not have, or
+    None: the tenancy rule reads each pod's NUMA nodes against the node's, and a made-up
+    one would hide a tenant from the NUMA node it really runs on."""
+    pods, numa = report.pods, report.numa
+    if is_absent(pods) or is_absent(numa):
+        return None
+    ids = {n.node for n in numa.nodes}
+    for k, pod in enumerate(pods.pods):
+        if pod.numa_nodes is not None and not ids.issuperset(pod.numa_nodes):
+            unknown = sorted(set(pod.numa_nodes) - ids)[:8]
+            return f"pods.pods[{k}].numa_nodes: {unknown} not among the NUMA section's nodes"
     return None
 
 

@@ -18,6 +18,10 @@ Sources (``--pods-source``):
 Static pods and their mirrors are marked ``static`` (never best-effort, :mod:`common.qos`)
 from the annotations only the kubelet controls, which differ by source (``_static``).
 
+Each pod's NUMA nodes (``numa_nodes``) are read from its containers' cpusets
+(:mod:`agent.podnuma`), for the coordinator's tenancy rule; a pod whose cpuset cannot be
+read or mapped goes without them.
+
 Outcomes: an unreachable source (refused, timed out, 5xx, 429) is ``NoData`` — the
 section is absent, never empty; 401/403 is a ``CollectorError``, because missing RBAC or
 a bad token is a real failure that someone must fix. Tokens are never logged.
@@ -38,8 +42,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlparse
 
+from msgspec import structs
+
 from agent.collectors import base
 from agent.kernelfiles import CollectorError, read_text
+from agent.podnuma import PodNuma
 from agent.podusage import PodUsageSampler
 from agent.settings import AgentSettings, PodsSettings
 from common import codec, podspec
@@ -90,9 +97,12 @@ class PodsCollector:
         clock: Clock,
         environ: Mapping[str, str] | None = None,
         usage: PodUsageSampler | None = None,
+        numa: PodNuma | None = None,
     ) -> None:
         self._settings = settings
         self._usage = usage
+        self._numa = numa
+        """Reads the NUMA nodes each pod runs on from its cpusets; None: not read."""
         """Measures each pod's use from its cgroup; None: not measured."""
         self.pod_usage: dict[str, PodUsage] | Absent | None = None
         """The use of the pods of the section :meth:`collect` last returned, read in the
@@ -112,6 +122,12 @@ class PodsCollector:
         if not isinstance(items, list):
             raise CollectorError(f"pods: {source} sent an invalid PodList: no items list")
         infos = self._pod_infos(items, source)
+        if self._numa is not None:
+            placed = self._numa.numa_nodes(infos)
+            infos = [
+                structs.replace(p, numa_nodes=placed[p.uid]) if placed.get(p.uid) else p
+                for p in infos
+            ]
         if self._usage is not None:
             usage = self._usage.sample(infos)
             self.pod_usage = Absent("no-kubepods-cgroup") if usage is None else usage
@@ -205,7 +221,8 @@ class PodsCollector:
 
 def build(settings: AgentSettings, clock: Clock) -> PodsCollector:
     usage = PodUsageSampler(settings.paths.cgroup, clock)
-    return PodsCollector(settings.pods, settings.node_name, clock, usage=usage)
+    numa = PodNuma(settings.paths.cgroup, settings.paths.sys, clock)
+    return PodsCollector(settings.pods, settings.node_name, clock, usage=usage, numa=numa)
 
 
 # ------------------------------------------------------------------ client setup

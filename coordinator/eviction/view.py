@@ -171,4 +171,7 @@ def given_back(
     out.gpu_tags = [state.gpu_tags[i] for i in rows.tolist()]
     out.gpu_faults = [state.gpu_faults[i] for i in rows.tolist()]
     out.disks = [state.disks[i] for i in rows.tolist()]
+    out.numa_cpus = [state.numa_cpus[i] for i in rows.tolist()]
+    out.pod_numa = [state.pod_numa[i] for i in rows.tolist()]
+    out.occupants = [state.occupants[i] for i in rows.tolist()]
     return out

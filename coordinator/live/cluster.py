@@ -45,7 +45,7 @@ from coordinator.live.holdings import Held, Holdings, namespace_of
 from coordinator.live.nominations import Nominations
 from coordinator.live.rows import RowMemo
 from coordinator.metrics import CoordinatorMetrics
-from coordinator.scoring import ganglocality, iocontention, registry
+from coordinator.scoring import ganglocality, iocontention, registry, tenancy
 from coordinator.scoring.base import Policy
 from coordinator.scoring.engine import Engine
 from coordinator.state.checkpointing import CheckpointingClaims
@@ -351,7 +351,7 @@ class LiveCluster:
         covered_s = self.freshness.since_previous_s(node, received_at)
         if not self.freshness.receive(node, received_at, report.measured_at):
             return False
-        signals = self.signals[node] = signals_of(report)
+        signals = self.signals[node] = signals_of(report, self.signals.get(node))
         if self.state is not None:
             i = self.state.index[node]
             self.state.set_signals(i, self._effective(signals, self.specs[node]))
@@ -405,9 +405,23 @@ class LiveCluster:
             offered.index,
             offered.known,
             self.metrics,
-            self._io_spread(pod),
+            self._ranked_first(pod, offered.index[offered.known]),
             None if locality is None else (locality.term, self.settings.gang.weight),
         )
+
+    def _ranked_first(
+        self, pod: PodRequest, rows: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.float64] | None:
+        """What prioritize ranks the nodes of ``rows`` by before the policy's score: the I/O
+        spreading penalty (:meth:`_io_spread`) less the tenancy preference
+        (:func:`coordinator.scoring.tenancy.preference`); None where neither applies."""
+        penalty = self._io_spread(pod)
+        state = self.state
+        tenancy_rule = self.settings.signals.tenancy
+        bonus = None if state is None else tenancy.preference(state, pod, rows, tenancy_rule)
+        if bonus is None:
+            return penalty
+        return -bonus if penalty is None else penalty - bonus
 
     def _io_spread(self, pod: PodRequest) -> npt.NDArray[np.float64] | None:
         """For a pod marked I/O-heavy, each node's spreading penalty
@@ -462,6 +476,9 @@ class LiveCluster:
         penalty = self._io_spread(pod)
         if penalty is not None:  # what prioritize ranks an I/O-heavy pod's nodes by first
             answer["io_spread_penalty"] = round(float(penalty[i]), 3)
+        tenants = tenancy.explain(self.state, i, pod, self.settings.signals.tenancy)
+        if tenants is not None:  # the rule's view of the node's NUMA nodes
+            answer["tenancy"] = tenants
         locality = self._gang_locality(pod)
         if locality is not None:  # the gang's domains and this node's term in prioritize
             domains = self.gangs.domains(self.state, self.node_facts)

@@ -120,14 +120,14 @@ class Holdings:
         """Give back what pod ``uid`` holds."""
         held = self._forget(uid)
         if state is not None:
-            _give_back(state, held)
+            _give_back(state, uid, held)
 
     def lift(self, state: ClusterState) -> None:
         """Give back what every pod here holds but keep the records: the inverse of
         :meth:`replay`, for holdings that count in ``state`` only for a while (see
         :meth:`coordinator.live.LiveCluster.counting_volcano`)."""
-        for held in self.held.values():
-            _give_back(state, held)
+        for uid, held in self.held.items():
+            _give_back(state, uid, held)
 
     def leave(self, gone: Container[str]) -> None:
         """The nodes ``gone`` went away (their state is about to be rebuilt without them):
@@ -203,18 +203,21 @@ class Holdings:
         if request.gpus and int((state.gpu_free[i] >= milli).sum()) >= request.gpus:
             devices = best_fit_devices(state.gpu_free[i], request.gpus, milli)
         state.allocate(Placement(i, devices), cpu, mem, milli if devices else 0, request.tag)
+        state.occupy(i, uid, namespace_of(request), request.priority_class)
         self.held[uid] = Held(node, request, devices, cpu, mem, assumed_until)
 
 
 def namespace_of(request: PodRequest) -> str:
     """The namespace of a pod (its name is ``namespace/name``)."""
-    return request.name.partition("/")[0]
+    return request.namespace
 
 
-def _give_back(state: ClusterState, held: Held) -> None:
-    """Return to ``state`` exactly what ``held`` took (nothing, if its node is gone)."""
+def _give_back(state: ClusterState, uid: str, held: Held) -> None:
+    """Return to ``state`` exactly what pod ``uid`` took (``held``; nothing, if its node is
+    gone)."""
     if held.node not in state.index:
         return
     i = state.index[held.node]
+    state.vacate(i, uid)
     milli = held.request.gpu_milli if held.devices else 0
     state.release(Placement(i, held.devices), held.cpu_m, held.mem_b, milli, held.request.tag)

@@ -13,6 +13,8 @@ agent measured it), then what only Stowage sees, each switchable in the settings
   whose healthy GPUs lack the room (:mod:`coordinator.scoring.gpuhealth`);
 * I/O — a pod marked I/O-heavy skips nodes whose disks are saturated
   (:mod:`coordinator.scoring.iocontention`).
+* tenancy — with a rule set, a pod skips nodes where no NUMA node that could hold it is
+  free of tenants its rule keeps it apart from (:mod:`coordinator.scoring.tenancy`).
 
 A node with no fresh report has unknown signals: only capacity applies to it.
 """
@@ -27,12 +29,12 @@ import numpy as np
 import numpy.typing as npt
 
 from coordinator.config import SignalSettings
-from coordinator.scoring import capacity, gpuhealth, iocontention
+from coordinator.scoring import capacity, gpuhealth, iocontention, tenancy
 from coordinator.state.cluster import ClusterState
 from coordinator.state.podrequest import PodRequest
+from coordinator.state.signals import ALIGNING_POLICIES
 
 MIB: Final = 2**20
-ALIGNING_POLICIES: Final = frozenset({"single-numa-node", "restricted"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +242,9 @@ def _live(
     busy_io = iocontention.saturated(state, pod, nodes, settings.io)
     if busy_io is not None:
         checks.append(_Check(busy_io[0], nodes, busy_io[1].__getitem__))
+    tenants = tenancy.refused(state, pod, nodes, settings.tenancy)
+    if tenants is not None:  # unresolvable: no pod is evicted to clear a NUMA node of a tenant
+        checks.append(_Check(tenants[0], nodes, tenants[1].__getitem__, unresolvable=True))
     return checks
 
 

@@ -108,6 +108,14 @@ class ClusterState:
         self.disks: list[tuple[tuple[str, float, float], ...]] = [()] * n
         """Per node, each disk's name, utilisation % and await ms (see signals)."""
         """GPUs in the node's report (-1: none), to tell whether its indices are the Node's."""
+        self.numa_cpus: list[tuple[tuple[int, int], ...]] = [()] * n
+        """Per node, each NUMA node's id and CPU count as its report has them; empty where
+        unknown."""
+        self.pod_numa: list[dict[str, tuple[int, ...]]] = [{} for _ in range(n)]
+        """Per node, the NUMA nodes of each pod its agent placed, by uid."""
+        self.occupants: list[dict[str, tuple[str, str]]] = [{} for _ in range(n)]
+        """Per node, the pods it holds (bound or assumed) by uid: their namespace and
+        PriorityClass, what the tenancy rule judges (:meth:`occupy`)."""
 
     def __len__(self) -> int:
         return len(self.names)
@@ -182,7 +190,17 @@ class ClusterState:
         self.gpu_reported[i] = signals.gpu_devices
         self.io_pressure_pct[i] = signals.io_pressure_pct
         self.disks[i] = signals.disks
+        self.numa_cpus[i] = tuple([(z.node, z.cpu_count) for z in signals.numa])
+        self.pod_numa[i] = dict(signals.pod_numa)
         self.version[i] += 1
+
+    def occupy(self, i: int, uid: str, namespace: str, priority_class: str) -> None:
+        """Pod ``uid`` is held on node ``i`` (with :meth:`allocate`, by whoever holds it)."""
+        self.occupants[i][uid] = (namespace, priority_class)
+
+    def vacate(self, i: int, uid: str) -> None:
+        """Pod ``uid`` no longer holds node ``i``."""
+        self.occupants[i].pop(uid, None)
 
     def mem_free_effective(self) -> npt.NDArray[np.int64]:
         """Free memory per node, lowered where the agent found less really allocatable than

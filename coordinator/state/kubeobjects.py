@@ -125,6 +125,7 @@ def pod_request(pod: Mapping[str, Any], contiguity_default_b: int) -> PodRequest
         contiguous_b=_contiguity_need(max(contiguous, totals.hugepages_b), contiguity_default_b),
         batch=str(marks.get(QOS, "")).lower() in BATCH_CLASSES
         or podspec.qos_class(pod) == "BestEffort",
+        priority_class=str((pod.get("spec") or {}).get("priorityClassName") or ""),
         numa_aligned=podspec.qos_class(pod) == "Guaranteed"
         and totals.cpu_m > 0
         and totals.cpu_m % 1000 == 0,

@@ -35,6 +35,8 @@ class PodRequest:
     """Throughput work that can wait: kept off nodes already running hot."""
     numa_aligned: bool = False
     """Guaranteed with whole CPUs: kubelet's topology manager may pin it to one NUMA node."""
+    priority_class: str = ""
+    """Its ``spec.priorityClassName`` ("" none): what the tenancy rule classes it by."""
     io_heavy: bool = False
     """Marked as doing heavy disk I/O (``stowage.io/io-heavy``): kept off nodes whose
     disks are saturated."""
@@ -54,6 +56,11 @@ class PodRequest:
             raise ValueError(f"{self.name}: gpu_milli must be in 1..1000 when GPUs are requested")
         if not self.gpus and self.gpu_milli:
             raise ValueError(f"{self.name}: gpu_milli without GPUs")
+
+    @property
+    def namespace(self) -> str:
+        """Its namespace (``name`` is ``namespace/name``)."""
+        return self.name.partition("/")[0]
 
     @property
     def gpu_total_milli(self) -> int:

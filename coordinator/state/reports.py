@@ -7,6 +7,7 @@ uses the rate over the agent's last interval where there is one (avg10 lags by ~
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from common.schema import (
     AllocatableSection,
@@ -15,6 +16,7 @@ from common.schema import (
     NodeReport,
     NumaNode,
     NumaSection,
+    PodsSection,
     PsiLine,
     PsiResource,
     PsiSection,
@@ -23,14 +25,19 @@ from common.schema import (
 )
 from coordinator.state.signals import GpuFault, Links, NodeSignals, NumaZone
 
+UNCHANGED: Final = "unchanged"
+"""The pods section's absent reason while it equals the one last delivered
+(``agent.reportdelta.UNCHANGED``)."""
 _SHARED_LINKS_MAX = 1024
 """Distinct NVLink matrices kept for sharing: a fleet has a few hardware kinds; past this
 many the table starts over, so a node reporting a new matrix each time costs no memory."""
 _shared_links: dict[Links, Links] = {}
 
 
-def signals_of(report: NodeReport) -> NodeSignals:
-    """One per accepted report, so written for speed: no generators, one pass each."""
+def signals_of(report: NodeReport, previous: NodeSignals | None = None) -> NodeSignals:
+    """One per accepted report, so written for speed: no generators, one pass each.
+    ``previous``, the node's signals from its last report, supplies the pods' NUMA nodes
+    while the agent says its pods section is unchanged (:mod:`agent.reportdelta`)."""
     psi, memfrag, allocatable = report.psi, report.memfrag, report.allocatable
     numa, gpus, usage = report.numa, report.gpus, report.usage
     cpu_pressure = memory_pressure = memory_full = cpu_used = math.nan
@@ -84,6 +91,7 @@ def signals_of(report: NodeReport) -> NodeSignals:
         gpu_faults=_gpu_faults(gpus) if isinstance(gpus, GpuSection) else (),
         gpu_devices=len(gpus.devices) if isinstance(gpus, GpuSection) else -1,
         disks=_disks(usage) if isinstance(usage, UsageSection) else (),
+        pod_numa=_pod_numa(report.pods, previous),
         io_pressure_pct=_avg10(psi.system.io) if isinstance(psi, PsiSection) else math.nan,
     )
 
@@ -97,6 +105,18 @@ def _zone(node: NumaNode) -> NumaZone:
         mem_available_b=node.mem_available_b,
         distances=tuple(node.distances),
     )
+
+
+def _pod_numa(
+    pods: PodsSection | str, previous: NodeSignals | None
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Each placed pod's NUMA nodes by uid; the last report's while the section is
+    unchanged."""
+    if isinstance(pods, PodsSection):
+        return tuple([(p.uid, tuple(p.numa_nodes)) for p in pods.pods if p.numa_nodes])
+    if pods == UNCHANGED and previous is not None:
+        return previous.pod_numa
+    return ()
 
 
 def _disks(usage: UsageSection) -> tuple[tuple[str, float, float], ...]:

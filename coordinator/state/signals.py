@@ -12,6 +12,9 @@ from typing import Final
 
 import msgspec
 
+ALIGNING_POLICIES: Final = frozenset({"single-numa-node", "restricted"})
+"""kubelet topology manager policies that put a pod with whole CPUs on one NUMA node."""
+
 Links = tuple[tuple[int, ...], ...]
 """NVLinks between each pair of a node's GPUs (row a, column b)."""
 
@@ -93,6 +96,9 @@ class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """kubelet's ``reservedSystemCPUs`` (a kernel CPU list); "" none or unknown."""
     numa: tuple[NumaZone, ...] = ()
     """The node's NUMA nodes; empty when not reported."""
+    pod_numa: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """The NUMA nodes of each pod the agent placed, by uid (the pods section's
+    ``numa_nodes``): a pod left out runs anywhere on the node, as far as is known."""
     gpu_links: Links | None = None
     """Active NVLinks between device pairs (``gpu_links[i][j]``), as the agent saw them."""
     gpu_faults: tuple[GpuFault, ...] = ()

@@ -316,6 +316,7 @@ def _uid(k: int) -> str:
 
 def _pods(now: float) -> PodsSection:
     labels = most(PodInfo, "labels")
+    placed = most(PodInfo, "numa_nodes")
     resources = _resources()
     return PodsSection(
         measured_at=now,
@@ -332,6 +333,7 @@ def _pods(now: float) -> PodsSection:
                 requests=resources,
                 limits=resources,
                 labels={f"l{j}": "v" for j in range(labels)},
+                numa_nodes=list(range(placed)),
             )
             for k in range(MAX_PODS)
         ],
