@@ -116,3 +116,14 @@ def test_work_is_bounded_by_the_nodes_at_the_largest_gang(size: int) -> None:
     assert loc.term.shape == (15_000,)
     assert np.isfinite(loc.term).all() and float(loc.term.min()) >= 0.0
     assert loc.gang.remaining == max(size - len(landed), 1)
+
+
+def test_the_benchmark_times_the_term_next_to_the_policy() -> None:
+    from hack.bench import gang_locality
+
+    found = gang_locality.measure(64, "stowage", repeat=1)
+    assert found["nodes"] == 64
+    timed = [k for k in found if k.endswith("_ms")]
+    assert timed == ["policy_cold_ms", "policy_warm_ms", "term_gang_of_8_ms",
+                     "term_largest_gang_ms"]  # fmt: skip
+    assert all(found[k] >= 0 for k in timed)
