@@ -37,6 +37,8 @@ from coordinator.consolidation import (
     drainview,
     marker,
     patrol,
+    reservedview,
+    reserver,
     taint,
     view,
 )
@@ -150,6 +152,7 @@ def make_debug_app(
     hintsview.add_routes(app)
     drainview.add_routes(app)
     defragview.add_routes(app)
+    reservedview.add_routes(app)
     ui.add_routes(app)
     return app
 
@@ -440,15 +443,17 @@ async def _leadership(app: web.Application) -> AsyncIterator[None]:
         app.get(webhook.HOOK),
     )  # fmt: skip
     cycle = Cycle(services.cluster, executor)
+    homes = reserver.Reserver(services.cluster, settings.evictions, cycle.write, recorder)
     drains = drainer.Drainer(
         settings.drain, settings.evictions, executor, taint.taint_writer(app[API_CLIENT]),
-        recorder, elector.fence, services.clock,
+        recorder, elector.fence, services.clock, homes,
     )  # fmt: skip
     migrations = defragger.Defragger(
-        settings.defrag, settings.evictions, executor, cycle.nominate, services.clock
+        settings.defrag, settings.evictions, executor, cycle.nominate, services.clock, homes
     )
 
     async def consolidating() -> None:
+        await homes.tidy()
         await drains.cycle(services.cluster, app[view.PATROL])
         await migrations.cycle(services.cluster)
 

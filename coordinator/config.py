@@ -540,6 +540,11 @@ class EvictionSettings:
     """How long the room a carried-out preemption freed stays held for its preemptor
     (:mod:`coordinator.live.nominations`), unless it binds first: its victims' grace
     period (30 s by default) plus time for kube-scheduler to retry it, with room to spare."""
+    reservation_ttl_s: float = 120.0
+    """How long a moved pod's new home (a migration's or a drain's destination) stays
+    reserved for its replacement (:mod:`coordinator.live.nominations`), unless it binds
+    first or the plan is dropped: the controller recreates the pod at once, so this is
+    kube-scheduler's retries with room to spare."""
 
     def __post_init__(self) -> None:
         _positive(
@@ -567,6 +572,7 @@ class EvictionSettings:
             cycle_budget_s=self.cycle_budget_s,
             preempt_deadline_s=self.preempt_deadline_s,
             nomination_ttl_s=self.nomination_ttl_s,
+            reservation_ttl_s=self.reservation_ttl_s,
             checkpointing_max_s=self.checkpointing_max_s,
         )
         if not 1 <= self.min_level_gap <= 3:

@@ -17,9 +17,11 @@ meanwhile is dropped and planned again next cycle.
 Once the executor has carried a migration out (every moved pod evicted, not in dry
 run), the pending pod is nominated to the node it was made room on
 (:mod:`coordinator.live.nominations`), as a preemption's is: every replica's filter
-holds that room for it, so the moved pods' replacements land on the destinations the
-plan found room on rather than back where they were. A pod that gets no migration is
-told why once per reason, by an ``EvictionNotPlanned`` Event on it (``defrag: …``).
+holds that room for it, and each moved pod's destination is reserved for its
+replacement (:mod:`coordinator.consolidation.reserver`): every replica's filter steers
+the replacement there and keeps other pods off that room. A dry run reserves nothing. A
+pod that gets no migration is told why once per reason, by an ``EvictionNotPlanned``
+Event on it (``defrag: …``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from common.clock import Clock
 from coordinator.config import DefragSettings, EvictionSettings
 from coordinator.consolidation.defrag import TRIGGER, Migration, choose
+from coordinator.consolidation.reserver import Reserver
 from coordinator.eviction.answers import Deadline, Plan, Refusal
 from coordinator.eviction.cycle import CHILD_GRACE_S, PLANNER_NICE
 from coordinator.eviction.executor import Executor
@@ -117,12 +120,15 @@ class Defragger:
         executor: Executor,
         nominate: Callable[[Plan], Awaitable[None]],
         clock: Clock,
+        reserver: Reserver | None = None,
     ) -> None:
+        """Without ``reserver`` the moved pods' new homes are not reserved."""
         self._settings = settings
         self._evictions = evictions
         self._executor = executor
         self._nominate = nominate
         self._clock = clock
+        self._reserver = reserver
         self._told: dict[str, str] = {}
         """Pending pod → the refusal last told for it."""
 
@@ -144,7 +150,8 @@ class Defragger:
 
     async def act(self, planned: Round, live: LiveCluster | None = None) -> Round:
         """Hand each migration still valid on ``live`` to the executor, nominating its
-        pending pod once it is carried out; tell each new refusal."""
+        pending pod and reserving its moved pods' new homes once it is carried out; tell
+        each new refusal."""
         for entry in planned.answers:
             answer = entry.answer
             if isinstance(answer, Refusal):
@@ -156,8 +163,10 @@ class Defragger:
                 log.info("migration for %s: plan dropped: %s", entry.pod, stale)
                 continue
             decision = await self._executor.consider(answer.plan)
-            if decision == "evicted":
+            if decision == "evicted":  # not "dry-run": nothing moved, nothing is held
                 await self._nominate(answer.plan)
+                if self._reserver is not None:
+                    await self._reserver.reserve(answer.moves, entry.pod)
         return planned
 
     async def _refused(self, pod: str, refusal: Refusal) -> None:

@@ -21,6 +21,11 @@ since is left for the next cycle. Then
 * a node draining whose pods are all gone stays tainted (``ConsolidationDrained``, once):
   it is free for the cluster autoscaler to remove.
 
+Once a round is carried out whole (every pod evicted: never in dry run, nor a round the
+caps cut short), each moved pod's destination is reserved for its replacement
+(:mod:`coordinator.consolidation.reserver`), so it lands where the plan placed it; the
+reservations end when the drain is abandoned.
+
 With ``drain.enabled`` false every node the taint is on gets it taken off: switching
 drains off puts the nodes back. Every write passes the lease's fence right before it is
 sent; an Event goes through the fenced recorder.
@@ -39,6 +44,7 @@ from coordinator import feasibility
 from coordinator.config import DrainSettings, EvictionSettings
 from coordinator.consolidation.drain import DISRUPTED, DrainPlan, draining, plan_drains
 from coordinator.consolidation.patrol import Patrol
+from coordinator.consolidation.reserver import Reserver, for_drain
 from coordinator.eviction.answers import Deadline
 from coordinator.eviction.cycle import CHILD_GRACE_S, PLANNER_NICE
 from coordinator.eviction.executor import Executor, Recorder
@@ -74,7 +80,9 @@ class Drainer:
         recorder: Recorder,
         fence: Fence,
         clock: Clock,
+        reserver: Reserver | None = None,
     ) -> None:
+        """Without ``reserver`` the moved pods' new homes are not reserved."""
         self._settings = settings
         self._evictions = evictions
         self._executor = executor
@@ -82,6 +90,7 @@ class Drainer:
         self._recorder = recorder
         self._fence = fence
         self._clock = clock
+        self._reserver = reserver
         self._told: dict[str, str] = {}
         """Node → the Event last told for it (each is told once while it holds)."""
 
@@ -149,7 +158,9 @@ class Drainer:
                     )
                 else:
                     continue  # not tainted: no pod moves
-            await self._executor.consider(drain.plan)
+            decision = await self._executor.consider(drain.plan)
+            if decision == "evicted" and self._reserver is not None:  # not "dry-run"
+                await self._reserver.reserve(drain.moves, for_drain(drain.node))
         return plan
 
     async def _lift(self, nodes: Mapping[str, feasibility.Node]) -> None:

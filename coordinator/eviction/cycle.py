@@ -23,7 +23,9 @@ worker thread, and acts on the answer. A plan that no longer holds when the answ
 its preemptor is nominated to the node for ``nomination_ttl_s``
 (:mod:`coordinator.live.nominations`): every replica's filter holds that room for it.
 Each cycle drops the nominations of pods that were bound or are gone, and ends those that
-expired with an Event on the pod.
+expired with an Event on the pod. The reservations in the same annotation (a moved pod's
+new home, held for its replacement) are left to their own tidying
+(:mod:`coordinator.consolidation.reserver`).
 """
 
 from __future__ import annotations
@@ -144,7 +146,7 @@ class Cycle:
         kept = tuple(
             e for e in cluster.nominations.on(plan.node) if e.until > now and e.uid != entry.uid
         )
-        await self._write(plan.node, (*kept, entry)[-nominations.MAX_PER_NODE :], now)
+        await self.write(plan.node, (*kept, entry), now)
 
     async def _tidy_nominations(self) -> None:
         """Drop the nominations whose pod was bound or is gone, and those expired (told
@@ -155,6 +157,9 @@ class Cycle:
             entries = cluster.nominations.on(node)
             kept = []
             for entry in entries:
+                if entry.reservation:  # not this tidy's (see the module)
+                    kept.append(entry)
+                    continue
                 facts = cluster.facts.get(entry.uid)
                 if facts is None or facts.node is not None:
                     continue
@@ -163,14 +168,16 @@ class Cycle:
                     continue
                 kept.append(entry)
             if len(kept) < len(entries):
-                await self._write(node, tuple(kept), now)
+                await self.write(node, tuple(kept), now)
 
-    async def _write(
+    async def write(
         self, node: str, entries: tuple[nominations.Nomination, ...], now: float
-    ) -> None:
+    ) -> bool:
+        """Write ``node``'s nominations as ``entries`` (the newest that fit,
+        :func:`nominations.value`); whether the API server took it."""
         value = nominations.value(entries, now)
-        if await self._executor.nominate(node, value, f"{len(entries)} nominated"):
-            # As the watch will say: what this leader holds from now on, before the echo.
-            self._cluster.nominations.observe(
-                node, {} if value is None else {nominations.KEY: value}
-            )
+        if not await self._executor.nominate(node, value, f"{len(entries)} nominated"):
+            return False
+        # As the watch will say: what this leader holds from now on, before the echo.
+        self._cluster.nominations.observe(node, {} if value is None else {nominations.KEY: value})
+        return True

@@ -72,7 +72,7 @@ from coordinator.extender.picking import pick
 from coordinator.extender.refusals import VerbRefusals
 from coordinator.live import MAX_EXTENDER_SCORE
 from coordinator.services import Services
-from coordinator.state.podfacts import pod_facts
+from coordinator.state.podfacts import controller_uid, pod_facts
 from coordinator.state.podrequest import PodRequest
 
 PREFIX: Final = "/scheduler"
@@ -95,7 +95,11 @@ async def filter_nodes(request: web.Request, services: Services) -> web.Response
         services.cluster.unassume(uid)  # asked again: its earlier guess no longer holds
     with services.cluster.nominated_room(uid, priority_of(args.pod)):
         result = services.cluster.filter(pod, args.names)
-        chosen = pick(services.cluster, args.pod, pod, args.names, result) if uid else None
+        home = _reserved(services, args.pod, uid)
+        if home is not None and home in result.passing:
+            chosen: str | None = home  # a moved pod's replacement: where its plan put it
+        else:
+            chosen = pick(services.cluster, args.pod, pod, args.names, result) if uid else None
     if chosen is not None:
         result.passing = [chosen]  # Stowage's first choice alone (see picking)
     if len(result.passing) == 1 and uid:
@@ -122,11 +126,24 @@ async def prioritize_nodes(request: web.Request, services: Services) -> web.Resp
         services.cluster.unassume(uid)
     with services.cluster.nominated_room(uid, priority_of(args.pod)):
         scores = services.cluster.prioritize_each(pod, args.names)
+    home = _reserved(services, args.pod, uid)
+    if home is not None and home in args.names:  # a replacement: its reserved home alone
+        scores = np.where(np.array(args.names) == home, MAX_EXTENDER_SCORE, 0)
     top = np.flatnonzero(scores == MAX_EXTENDER_SCORE)
     reply = json_bytes_reply(request.app[HOST_PRIORITIES].write(args.names, scores))
     if len(top) and uid:
         services.cluster.assume(uid, pod, args.names[int(top[0])])
     return reply
+
+
+def _reserved(services: Services, pod: Mapping[str, Any], uid: str) -> str | None:
+    """The node reserved for ``pod`` as a moved pod's replacement
+    (:meth:`coordinator.live.LiveCluster.reserved_node`), by its namespace and its
+    controller's uid, never its labels; None for a pod without a uid."""
+    if not uid:
+        return None
+    namespace = str((pod.get("metadata") or {}).get("namespace") or "default")
+    return services.cluster.reserved_node(uid, namespace, controller_uid(pod))
 
 
 def _uid(pod: Mapping[str, Any]) -> str:

@@ -22,6 +22,7 @@ and bumps only the changed node's version, so the engine rescoring stays increme
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -42,7 +43,7 @@ from coordinator.live.decisions import FilterResult, explain, filter_nodes, prio
 from coordinator.live.freshness import Receipts
 from coordinator.live.gangs import Gangs
 from coordinator.live.holdings import Held, Holdings, namespace_of
-from coordinator.live.nominations import Nominations
+from coordinator.live.nominations import Nomination, Nominations, matched
 from coordinator.live.rows import RowMemo
 from coordinator.metrics import CoordinatorMetrics
 from coordinator.scoring import ganglocality, iocontention, registry, tenancy
@@ -106,6 +107,10 @@ class LiveCluster:
         """Every non-terminal pod the API server has, bound or pending, by ``ns/name``."""
         self.facts: dict[str, PodFacts] = {}
         """The same pods' facts for the eviction planner (level, gang, checkpoint), by uid."""
+        self.pending_of: dict[tuple[str, str], set[str]] = {}
+        """``(namespace, controller uid)`` → the uids of its pods pending (on no node): the
+        pods a reservation of that controller may hold room for
+        (:mod:`coordinator.live.nominations`)."""
         self.claims = CheckpointingClaims(settings.evictions.checkpointing_max_s)
         """Since when each pod's checkpointing claim counts, across its updates."""
         self.budgets = Budgets()
@@ -193,7 +198,7 @@ class LiveCluster:
             self.volcano_assumed.unassume(None, uid)  # the API server's word wins
         if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
             self.pods.pop(key, None)
-            self.facts.pop(uid, None)
+            self._index_pending(uid, self.facts.pop(uid, None), None)
             self.claims.forget(uid)
             self.gangs.drop(uid)
             if current is not None:
@@ -207,7 +212,9 @@ class LiveCluster:
         if key not in self.pods:  # first sight: a policy that learns the workload learns it
             self.policy.observe(self.state, request, None)  # type: ignore[arg-type]
         self.pods[key] = request
-        facts = self.facts[uid] = pod_facts(pod, request, self.settings.evictions.level_label)
+        facts = pod_facts(pod, request, self.settings.evictions.level_label)
+        self._index_pending(uid, self.facts.get(uid), facts)
+        self.facts[uid] = facts
         self.claims.observe(facts, self.clock.monotonic())
         self.gangs.note(uid, request.gang)
         if not node or node not in self.specs:
@@ -224,7 +231,7 @@ class LiveCluster:
         uid = meta.get("uid")
         if uid is None:
             return  # nothing else is kept for a pod but by its uid
-        self.facts.pop(uid, None)
+        self._index_pending(uid, self.facts.pop(uid, None), None)
         self.claims.forget(uid)
         self.gangs.drop(uid)
         self.holdings.unplaced.pop(uid, None)
@@ -241,6 +248,7 @@ class LiveCluster:
                 self.holdings.release(self.state, uid)
         previous, self.pods = self.pods, {}
         self.facts = {}
+        self.pending_of = {}
         self.holdings.unplaced.clear()
         for pod in pods:
             meta = pod.get("metadata") or {}
@@ -280,11 +288,85 @@ class LiveCluster:
             node = facts.scheduling.nominated
             if facts.node is None and node is not None and node in self.specs:
                 found[uid] = (node, facts)
-        for entry in self.nominations.active(self.clock.wall()):
-            nominee = self.facts.get(entry.uid)
-            if nominee is not None and nominee.node is None and entry.node in self.specs:
-                found[entry.uid] = (entry.node, nominee)
+        for entry, holder in self.held_room():
+            if holder is not None and (not entry.reservation or holder.uid not in found):
+                found[holder.uid] = (entry.node, holder)
         return found
+
+    def held_room(self) -> list[tuple[Nomination, PodFacts | None]]:
+        """Every unexpired nomination and reservation (by the wall clock) on a known node,
+        with the pending pod it holds room for now: a nomination's own pod, a
+        reservation's pod of its controller (:mod:`coordinator.live.nominations`); None
+        where there is none (bound, gone, not created yet)."""
+        found: list[tuple[Nomination, PodFacts | None]] = []
+        reserved: list[Nomination] = []
+        for entry in self.nominations.active(self.clock.wall()):
+            if entry.node not in self.specs:
+                continue
+            if entry.reservation:
+                reserved.append(entry)
+                continue
+            nominee = self.facts.get(entry.uid)
+            found.append((entry, nominee if nominee is not None and nominee.node is None else None))
+        holders = {entry: uid for uid, entry in self._reservation_holders(reserved).items()}
+        for entry in reserved:
+            uid = holders.get(entry)
+            found.append((entry, None if uid is None else self.facts[uid]))
+        return found
+
+    def reserved_node(self, uid: str, namespace: str, controller: str | None) -> str | None:
+        """The node reserved for pod ``uid`` of ``namespace`` whose controller has the uid
+        ``controller`` (a moved pod's replacement, :mod:`coordinator.live.nominations`),
+        where the extender steers it; None when it has none. A pod the Pod watch does not
+        have yet (the scheduler's watch was faster) gets the first reservation of its
+        controller that holds room for no pending pod."""
+        if controller is None or not self.nominations:
+            return None
+        mine = [
+            e
+            for e in self.nominations.active(self.clock.wall())
+            if e.reservation and (e.namespace, e.uid) == (namespace, controller)
+            and e.node in self.specs
+        ]  # fmt: skip
+        if not mine:
+            return None
+        holders = self._reservation_holders(mine)
+        if uid in holders:
+            return holders[uid].node
+        if uid in self.pending_of.get((namespace, controller), ()):
+            return None  # a pod of the controller that no reservation is left for
+        taken = set(holders.values())
+        free = sorted((e for e in mine if e not in taken), key=lambda e: (e.node, e.until))
+        return free[0].node if free else None
+
+    def _reservation_holders(self, reservations: Sequence[Nomination]) -> dict[str, Nomination]:
+        """Pending pod uid → the reservation (of ``reservations``) holding room for it:
+        each controller's pending pods by name
+        (:func:`coordinator.live.nominations.matched`), but for those nominated to a node
+        of their own."""
+        if not reservations:
+            return {}
+        wall = self.clock.wall()
+        nominated = {e.uid for e in self.nominations.active(wall) if not e.reservation}
+        pending: dict[tuple[str, str], list[str]] = {}
+        for key in {(e.namespace, e.uid) for e in reservations}:
+            uids = self.pending_of.get(key, set()) - nominated
+            wanted = sum(1 for e in reservations if (e.namespace, e.uid) == key)
+            pending[key] = heapq.nsmallest(wanted, uids, key=lambda u: (self.facts[u].name, u))
+        return matched(reservations, pending)
+
+    def _index_pending(self, uid: str, old: PodFacts | None, new: PodFacts | None) -> None:
+        """Keep :attr:`pending_of` as pod ``uid``'s facts go from ``old`` to ``new``."""
+        for facts, add in ((old, False), (new, True)):
+            if facts is None or facts.controller_uid is None or facts.node is not None:
+                continue
+            key = (facts.namespace, facts.controller_uid)
+            if add:
+                self.pending_of.setdefault(key, set()).add(uid)
+            elif (uids := self.pending_of.get(key)) is not None:
+                uids.discard(uid)
+                if not uids:
+                    del self.pending_of[key]
 
     @contextmanager
     def nominated_room(self, uid: str, priority: int) -> Iterator[None]:

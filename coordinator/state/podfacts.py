@@ -80,6 +80,11 @@ class PodFacts:
     """It has a controller (an ``ownerReferences`` entry with ``controller: true``), which
     recreates it once it is evicted: a drain moves only such pods (``kubectl drain``
     refuses the others too). Its owner's word, which can get only the pod itself evicted."""
+    controller_uid: str | None = None
+    """That controller's ``uid`` (None: no controller): what a reservation made for the
+    pod's replacement is keyed by, with the namespace
+    (:mod:`coordinator.live.nominations`). A pod's owner can name any uid there, but only
+    within its own namespace, so it can claim no other tenant's room."""
 
     @property
     def key(self) -> str:
@@ -100,15 +105,7 @@ def pod_facts(pod: Mapping[str, Any], request: PodRequest, level_label: str) -> 
     priority = spec.get("priority")
     group = podgroup_of(pod)
     mark = marks.get(level_label)
-    owners = meta.get("ownerReferences")
-    controller = next(
-        (
-            ref
-            for ref in (owners if isinstance(owners, list) else ())
-            if isinstance(ref, Mapping) and ref.get("controller") is True
-        ),
-        None,
-    )
+    controller = controller_of(pod)
     return PodFacts(
         uid=str(meta.get("uid") or ""),
         namespace=namespace,
@@ -134,7 +131,28 @@ def pod_facts(pod: Mapping[str, Any], request: PodRequest, level_label: str) -> 
         daemon=MIRROR_KEY in notes
         or (controller is not None and controller.get("kind") == "DaemonSet"),
         controlled=controller is not None,
+        controller_uid=controller_uid(pod),
     )
+
+
+def controller_of(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pod's controller: its ``ownerReferences`` entry with ``controller: true``."""
+    owners = (pod.get("metadata") or {}).get("ownerReferences")
+    return next(
+        (
+            ref
+            for ref in (owners if isinstance(owners, list) else ())
+            if isinstance(ref, Mapping) and ref.get("controller") is True
+        ),
+        None,
+    )
+
+
+def controller_uid(pod: Mapping[str, Any]) -> str | None:
+    """The uid of the pod's controller (None: none, or one without a uid)."""
+    ref = controller_of(pod)
+    uid = None if ref is None else ref.get("uid")
+    return uid if isinstance(uid, str) and uid else None
 
 
 @dataclass(frozen=True, slots=True)
