@@ -12,10 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from aiohttp import web
 
+from coordinator import debug
 from coordinator.config import CoordinatorSettings, ExtenderSettings, GangSettings, PolicySettings
 from coordinator.extender.handling import request_of
 from coordinator.scoring import ganglocality
+from coordinator.services import SERVICES
 from tests.coordinator.extender.conftest import MakeRig, Rig
 from tests.coordinator.extender.kubejson import node, pod
 from tests.coordinator.extender.test_extender_volcano import node_info, task
@@ -199,3 +202,22 @@ async def test_a_node_moved_to_another_rack_counts_there_at_once(rig: Rig) -> No
     found = await scores(rig, member("w1"))
     assert best(found) == "r2-b"
     assert found["r1-a"] > found["r2-a"]  # r1 holds the gang's member now
+
+
+async def test_debug_explain_shows_the_gang_over_http(rig: Rig, aiohttp_client: Any) -> None:
+    """``GET /debug/explain`` of a pending member (as the pod watch has it)."""
+    app = web.Application()
+    app[SERVICES] = rig.services
+    debug.add_routes(app)
+    client = await aiohttp_client(app)
+    rig.cluster.upsert_pod(member("w0", "r2-b"))
+    rig.cluster.upsert_pod(member("w1"))
+    resp = await client.get("/debug/explain", params={"pod": "ns/w1", "node": "r1-a"})
+    assert resp.status == 200
+    gang = (await resp.json())["gang"]
+    assert (gang["gang"], gang["landed"], gang["remaining"]) == ("ns/train", 1, 1)
+    assert [level["level"] for level in gang["levels"]] == [RACK, "node"]
+    assert [level["gang_domains"] for level in gang["levels"]] == [{"r2": 1}, {"r2-b": 1}]
+    assert gang["levels"][0]["domain"] == "r1"
+    solo = await client.get("/debug/explain", params={"pod": "ns/w0", "node": "r1-a"})
+    assert (await solo.json())["gang"]["landed"] == 0  # w0 itself is not one of its landed
