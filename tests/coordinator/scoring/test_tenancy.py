@@ -13,7 +13,15 @@ import numpy as np
 import pytest
 
 from common.errors import ConfigError
-from common.schema import Absent, NodeReport, PodInfo, PodsSection, Resources
+from common.schema import (
+    Absent,
+    AllocatableSection,
+    KubeletSettings,
+    NodeReport,
+    PodInfo,
+    PodsSection,
+    Resources,
+)
 from coordinator.config import CoordinatorSettings, PolicySettings, SignalSettings, TenancySettings
 from coordinator.eviction.view import given_back
 from coordinator.live import LiveCluster
@@ -28,16 +36,17 @@ NODES = ("n1", "n2")
 SERVING, TRAINING = "serving", "batch-training"
 
 
-def settings(rule: str, **more: Any) -> CoordinatorSettings:
+def settings(rule: str, numa_alignment: bool = True, **more: Any) -> CoordinatorSettings:
     return CoordinatorSettings(
         policy=PolicySettings(name="least-allocated"),  # prefers the emptier node
         signals=SignalSettings(
+            numa_alignment=numa_alignment,
             tenancy=TenancySettings(
                 rule=rule,
                 training_priority_classes=[TRAINING],
                 inference_priority_classes=[SERVING],
                 **more,
-            )
+            ),
         ),
     )
 
@@ -95,26 +104,37 @@ def pod_info(pod: dict[str, Any], numa_nodes: list[int] | None) -> PodInfo:
     )
 
 
-def report(node: str, placed: list[tuple[dict[str, Any], list[int] | None]]) -> NodeReport:
-    """The agent's report of ``node``: its two NUMA nodes, and each pod where it runs."""
+def report(
+    node: str,
+    placed: list[tuple[dict[str, Any], list[int] | None]],
+    policy: str = "single-numa-node",
+) -> NodeReport:
+    """The agent's report of ``node``: its two NUMA nodes, kubelet's topology manager
+    ``policy``, and each pod where it runs."""
     base = build_report(node, pods=0, gpus=0)
     pods = PodsSection(
         measured_at=base.measured_at, source="apiserver", pods=[pod_info(p, n) for p, n in placed]
     )
-    return msgspec.structs.replace(base, pods=pods, pod_usage=None)
+    allocatable = base.allocatable
+    assert isinstance(allocatable, AllocatableSection)
+    assert isinstance(allocatable.kubelet, KubeletSettings)
+    kubelet = msgspec.structs.replace(allocatable.kubelet, topology_manager_policy=policy)
+    allocatable = msgspec.structs.replace(allocatable, kubelet=kubelet)
+    return msgspec.structs.replace(base, pods=pods, pod_usage=None, allocatable=allocatable)
 
 
 class Cluster:
     """A live cluster of :data:`NODES` under one rule, and what it answers."""
 
-    def __init__(self, rule: str, **more: Any) -> None:
+    def __init__(self, rule: str, policy: str = "single-numa-node", **more: Any) -> None:
         self.clock = FakeClock()
+        self.policy = policy
         self.live = LiveCluster(settings(rule, **more), self.clock, CoordinatorMetrics())
         self.placed: dict[str, list[tuple[dict[str, Any], list[int] | None]]] = {}
         """Per node, the pods its agent's next report lists and where they run."""
         for name in NODES:
             self.live.upsert_node(node_json(name))
-            self.live.apply_report(report(name, []))
+            self.live.apply_report(report(name, [], policy))
 
     def run(self, pod: dict[str, Any], numa_nodes: list[int] | None, node: str = "n1") -> None:
         """Bind ``pod`` to ``node`` (the watch) and report it there on ``numa_nodes``."""
@@ -122,7 +142,7 @@ class Cluster:
         bound["status"] = {"phase": "Running"}
         self.live.upsert_pod(bound)
         self.placed.setdefault(node, []).append((bound, numa_nodes))
-        self.live.apply_report(report(node, self.placed[node]))
+        self.live.apply_report(report(node, self.placed[node], self.policy))
 
     def refused(self, pod: dict[str, Any]) -> dict[str, str]:
         found = self.live.filter(request(pod), NODES)
@@ -159,10 +179,24 @@ def test_a_pod_not_pinned_needs_every_numa_node_free() -> None:
 
 
 def test_a_numa_node_too_small_for_the_pod_is_no_room() -> None:
-    cluster = Cluster("exclusive", prefer_same_tenant=False)
+    cluster = Cluster("exclusive", numa_alignment=False)  # the tenancy rule alone judges
     cluster.run(kube_pod("a1", "team-a"), [0])
-    assert "n1" in cluster.refused(kube_pod("b1", "team-b", cpu="120"))  # 112 on NUMA node 1
+    reason = cluster.refused(kube_pod("b1", "team-b", cpu="120"))["n1"]  # 112 on NUMA node 1
+    assert reason.startswith("NUMA tenancy (exclusive): no NUMA node with 120 CPUs")
     assert cluster.refused(kube_pod("b1", "team-b", cpu="112")) == {}
+
+
+def test_a_pod_is_pinned_only_where_kubelets_topology_manager_aligns() -> None:
+    cluster = Cluster("exclusive", policy="best-effort")
+    cluster.run(kube_pod("a1", "team-a"), [0])
+    reason = cluster.refused(kube_pod("b1", "team-b"))["n1"]
+    assert "the pod would run on every NUMA node" in reason
+
+
+def test_a_placement_on_numa_nodes_the_node_does_not_report_counts_everywhere() -> None:
+    cluster = Cluster("exclusive")
+    cluster.run(kube_pod("a1", "team-a"), [5])  # say, under a pods section kept unchanged
+    assert "n1" in cluster.refused(kube_pod("b1", "team-b"))
 
 
 def test_a_pod_not_placed_yet_counts_on_every_numa_node_until_a_report_places_it() -> None:
@@ -220,6 +254,9 @@ def test_split_counts_a_pod_of_no_class_as_both() -> None:
     cluster.run(kube_pod("serve", "team-a", priority_class=SERVING), [1])
     assert cluster.refused(kube_pod("b1", "team-b", priority_class=SERVING)) == {}  # NUMA 1
     assert "n1" in cluster.refused(kube_pod("b1", "team-b", priority_class=TRAINING))
+    # Two pods of no class are not "of the same class": neither gets beside the other.
+    cluster.run(kube_pod("plain2", "team-a"), [1])
+    assert "n1" in cluster.refused(kube_pod("b1", "team-b"))
 
 
 # ------------------------------------------------------------------ preference
@@ -268,8 +305,17 @@ def test_the_eviction_planner_skips_the_refused_node_and_a_what_if_state_refuses
     b1 = request(kube_pod("b1", "team-b"))
     rows = np.arange(len(state))
     assert livefilters.signal_refusals(state, b1, rows, signals).tolist() == [True, False]
-    after = given_back(state, rows, [[], []])
-    assert livefilters.refusals(after, b1, rows, signals).refused.tolist() == [True, False]
+    # One what-if row per set: n2's first, then n1's, each with nothing given back.
+    after = given_back(state, np.array([1, 0]), [[], []])
+    assert livefilters.refusals(after, b1, rows, signals).refused.tolist() == [False, True]
+
+
+def test_a_pod_that_leaves_keeps_no_one_apart() -> None:
+    cluster = Cluster("exclusive")
+    cluster.run(kube_pod("a1", "team-a"), [0, 1])
+    assert "n1" in cluster.refused(kube_pod("b1", "team-b"))
+    cluster.live.remove_pod(kube_pod("a1", "team-a", "n1"))
+    assert cluster.refused(kube_pod("b1", "team-b")) == {}
 
 
 def test_an_unchanged_pods_section_keeps_the_placements() -> None:
