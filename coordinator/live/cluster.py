@@ -49,6 +49,8 @@ from coordinator.metrics import CoordinatorMetrics
 from coordinator.scoring import ganglocality, iocontention, registry, tenancy
 from coordinator.scoring.base import Policy
 from coordinator.scoring.engine import Engine
+from coordinator.scoring.mig import verdict as mig_verdict
+from coordinator.scoring.mig.advertised import MigGpu
 from coordinator.state.checkpointing import CheckpointingClaims
 from coordinator.state.cluster import ClusterState, NodeSpec
 from coordinator.state.kubeobjects import ObjectError, node_spec, pod_request
@@ -558,6 +560,9 @@ class LiveCluster:
         penalty = self._io_spread(pod)
         if penalty is not None:  # what prioritize ranks an I/O-heavy pod's nodes by first
             answer["io_spread_penalty"] = round(float(penalty[i]), 3)
+        mig = self._mig_explain(pod, name)
+        if mig is not None:  # the pod's MIG asks, the node's instances per profile
+            answer["mig"] = mig
         tenants = tenancy.explain(self.state, i, pod, self.settings.signals.tenancy)
         if tenants is not None:  # the rule's view of the node's NUMA nodes
             answer["tenancy"] = tenants
@@ -571,6 +576,24 @@ class LiveCluster:
         return answer
 
     # -------------------------------------------------------------- internals
+
+    def _mig_explain(self, pod: PodRequest, name: str) -> dict[str, Any] | None:
+        """:func:`coordinator.scoring.mig.verdict.explain` of the pod on node ``name``:
+        the Node's allocatable, what its bound pods request, its report's MIG GPUs. A
+        debug answer: it reads every pod's facts once."""
+        facts = self.facts_named(pod.name)
+        node = self.node_facts.get(name)
+        if facts is None or node is None:
+            return None
+        signals = self.signals.get(name)
+        gpus = () if signals is None else signals.mig_gpus
+        bound = (f.scheduling.requests for f in self.facts.values() if f.node == name)
+        return mig_verdict.explain(
+            facts.scheduling.requests,
+            node.allocatable,
+            mig_verdict.in_use(bound),
+            [MigGpu(enabled, profiles) for enabled, profiles in gpus],
+        )
 
     def _note_taints(self, name: str, node: Mapping[str, Any]) -> None:
         taints = (node.get("spec") or {}).get("taints")

@@ -89,6 +89,7 @@ def signals_of(report: NodeReport, previous: NodeSignals | None = None) -> NodeS
         numa=zones,
         gpu_links=_links(gpus.nvlinks) if isinstance(gpus, GpuSection) else None,
         gpu_faults=_gpu_faults(gpus) if isinstance(gpus, GpuSection) else (),
+        mig_gpus=_mig_gpus(gpus) if isinstance(gpus, GpuSection) else (),
         gpu_devices=len(gpus.devices) if isinstance(gpus, GpuSection) else -1,
         disks=_disks(usage) if isinstance(usage, UsageSection) else (),
         pod_numa=_pod_numa(report.pods, previous),
@@ -136,6 +137,15 @@ def _gpu_busy(gpus: GpuSection) -> float:
     """The devices' utilisation summed, in GPUs; NaN when no device's is known."""
     known = [d.util_gpu_pct for d in gpus.devices if d.util_gpu_pct is not None]
     return sum(known) / 100 if known else math.nan
+
+
+def _mig_gpus(gpus: GpuSection) -> tuple[tuple[bool, tuple[str | None, ...]], ...]:
+    """Each GPU's MIG mode and instance profiles, where any GPU has MIG on."""
+    if not any(d.mig_enabled for d in gpus.devices):
+        return ()
+    return tuple(
+        (bool(d.mig_enabled), tuple(m.profile for m in d.mig_devices)) for d in gpus.devices
+    )
 
 
 def _gpu_faults(gpus: GpuSection) -> tuple[GpuFault, ...]:

@@ -102,6 +102,9 @@ class NodeSignals(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     gpu_links: Links | None = None
     """Active NVLinks between device pairs (``gpu_links[i][j]``), as the agent saw them."""
     gpu_faults: tuple[GpuFault, ...] = ()
+    mig_gpus: tuple[tuple[bool, tuple[str | None, ...]], ...] = ()
+    """Per GPU in device order, on a node with any MIG-enabled GPU: whether MIG is on and
+    each instance's profile (None where the agent could not name it); empty elsewhere."""
     """The GPUs with anything a health rule judges; empty for a healthy (or unknown) node."""
     disks: tuple[tuple[str, float, float], ...] = ()
     """Each whole disk's name, utilisation (0–100) and await (ms) over the agent's last

@@ -1,0 +1,74 @@
+"""One pod's MIG verdict on one node, as ``/debug/explain`` shows it.
+
+What the device plugin offers is the Node's ``status.allocatable`` (the kubelet writes it
+from the plugin's devices: neither the pod's owner nor the agent can change it); what is
+in use is what the pods bound there request; the agent's report adds each GPU's instances
+by profile, which is what tells a single-strategy node that the plugin refuses (mixed
+profiles, or GPUs with MIG both on and off) from one that offers nothing yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from coordinator.scoring.mig.advertised import (
+    GPU,
+    MIG_PREFIX,
+    SINGLE,
+    Advertised,
+    MigGpu,
+    advertised,
+    asks_of,
+    profile_of,
+    refusal,
+    strategy_of,
+)
+
+
+def in_use(bound: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """What the pods bound to a node request together, per resource."""
+    total: dict[str, int] = {}
+    for requests in bound:
+        for resource, count in requests.items():
+            total[resource] = total.get(resource, 0) + count
+    return total
+
+
+def explain(
+    requests: Mapping[str, int],
+    allocatable: Mapping[str, int],
+    used: Mapping[str, int],
+    gpus: Sequence[MigGpu],
+) -> dict[str, Any] | None:
+    """The verdict and the node's instances per profile (on the node, in use, free); None
+    where MIG plays no part: the pod asks for none and the node has no MIG GPU."""
+    strategy = strategy_of(allocatable)
+    asks = asks_of(requests, strategy, gpus)
+    mig_node = any(g.mig_enabled for g in gpus) or strategy != SINGLE
+    if not asks and not mig_node:
+        return None
+    offered = Advertised(
+        {r: n for r, n in allocatable.items() if r == GPU or r.startswith(MIG_PREFIX)},
+        advertised(gpus, SINGLE).invalid if strategy == SINGLE and mig_node else None,
+    )
+    refused = refusal(asks, offered, used)
+    return {
+        "strategy": strategy,
+        "asks": [{"resource": a.resource, "profile": a.profile, "count": a.count} for a in asks],
+        "instances": {
+            resource: {
+                "profile": profile_of(resource),
+                "on_node": total,
+                "in_use": used.get(resource, 0),
+                "free": max(total - used.get(resource, 0), 0),
+            }
+            for resource, total in sorted(offered.resources.items())
+        },
+        "gpus": [
+            {"index": k, "mig_enabled": g.mig_enabled, "instances": list(g.instances)}
+            for k, g in enumerate(gpus)
+        ],
+        "verdict": "fits" if refused is None else refused.reason,
+        "unresolvable": refused is not None and refused.unresolvable,
+    }
