@@ -19,6 +19,9 @@ with what the coordinator acts on:
 * ``gpu_unhealthy`` / ``gpu_health`` — how many of the node's GPUs are not offered to new
   GPU pods and why (:mod:`coordinator.scoring.gpuhealth`, the filter's own judgement); 0
   and null for a healthy node or one without a fresh report;
+* ``mig_free`` — on a node with MIG instances, how many of each profile are free of those
+  it has (``3g.40gb 1/2, 1g.10gb 7/7``: its allocatable less what its bound pods request,
+  :mod:`coordinator.scoring.mig.verdict`); null elsewhere;
 * ``stale`` — no fresh signals (never reported, or silent longer than
   ``signals.report_ttl_s``); ``age_s`` — seconds since the latest report was received, on
   the coordinator's monotonic clock; ``reporting`` — an agent reported for the node since
@@ -30,7 +33,7 @@ Nodes without any report appear too (from the Node objects), their signals null.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypedDict
 
 from aiohttp import web
@@ -40,6 +43,8 @@ from coordinator.kube.publisher import fullness_pct
 from coordinator.live import LiveCluster
 from coordinator.scoring import gpuhealth
 from coordinator.scoring.fragmentation import Fragmentation, Shape, typical_shapes
+from coordinator.scoring.mig import verdict as mig_verdict
+from coordinator.scoring.mig.advertised import MigGpu
 
 SHAPES_TTL_S: Final = 30.0
 """How long the typical shapes (M) stand before they are counted again over every known
@@ -63,6 +68,7 @@ class Tile(TypedDict):
     throttle_reason: str | None
     gpu_unhealthy: int
     gpu_health: str | None
+    mig_free: str | None
     stale: bool
     age_s: float | None
     reporting: bool
@@ -93,8 +99,10 @@ class NodeView:
         frag = self._measure(now)
         throttles = cluster.colocation.throttles
         health = cluster.settings.signals.gpu_health
+        shown = sorted(cluster.specs if names is None else names)
+        mig = self._mig_free(shown)
         tiles: list[Tile] = []
-        for name in sorted(cluster.specs if names is None else names):
+        for name in shown:
             i = state.index[name]
             spec = cluster.specs[name]
             signals = cluster.signals.get(name)
@@ -123,12 +131,38 @@ class NodeView:
                     throttle_reason=throttle.reason if throttled else None,
                     gpu_unhealthy=len(bad),
                     gpu_health=gpuhealth.summary(bad) if bad else None,
+                    mig_free=mig.get(name),
                     stale=signals is None,
                     age_s=age_s,
                     reporting=age_s is not None,
                 )
             )
         return tiles
+
+    def _mig_free(self, names: Iterable[str]) -> dict[str, str]:
+        """``mig_free`` of the nodes of ``names`` that have MIG instances (by their
+        allocatable, or the GPUs their report shows MIG-enabled); the pods are read once,
+        and only when one of them does."""
+        cluster = self.cluster
+        mig: dict[str, tuple[Mapping[str, int], list[MigGpu]]] = {}
+        for name in names:
+            node, signals = cluster.node_facts.get(name), cluster.signals.get(name)
+            gpus = [MigGpu(*g) for g in signals.mig_gpus] if signals is not None else []
+            allocatable = node.allocatable if node is not None else {}
+            if mig_verdict.has_mig(allocatable, gpus):
+                mig[name] = (allocatable, gpus)
+        if not mig:
+            return {}
+        bound: dict[str, list[Mapping[str, int]]] = {name: [] for name in mig}
+        for facts in cluster.facts.values():
+            if facts.node in bound:
+                bound[facts.node].append(facts.scheduling.requests)
+        out = {}
+        for name, (allocatable, gpus) in mig.items():
+            found = mig_verdict.explain({}, allocatable, mig_verdict.in_use(bound[name]), gpus)
+            if found is not None:
+                out[name] = mig_verdict.free_text(found)
+        return out
 
     def _measure(self, now: float) -> Fragmentation | None:
         """F_n(M) for the pods known (at most :data:`SHAPES_TTL_S` ago); None while none is."""

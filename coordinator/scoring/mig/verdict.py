@@ -35,6 +35,12 @@ def in_use(bound: Iterable[Mapping[str, int]]) -> dict[str, int]:
     return total
 
 
+def has_mig(allocatable: Mapping[str, int], gpus: Sequence[MigGpu]) -> bool:
+    """A node with MIG instances: MIG resources in its allocatable (the mixed strategy) or
+    MIG-enabled GPUs in its report (the single strategy shows no other sign)."""
+    return strategy_of(allocatable) != SINGLE or any(g.mig_enabled for g in gpus)
+
+
 def explain(
     requests: Mapping[str, int],
     allocatable: Mapping[str, int],
@@ -45,7 +51,7 @@ def explain(
     where MIG plays no part: the pod asks for none and the node has no MIG GPU."""
     strategy = strategy_of(allocatable)
     asks = asks_of(requests, strategy, gpus)
-    mig_node = any(g.mig_enabled for g in gpus) or strategy != SINGLE
+    mig_node = has_mig(allocatable, gpus)
     if not asks and not mig_node:
         return None
     offered = Advertised(
@@ -72,3 +78,12 @@ def explain(
         "verdict": "fits" if refused is None else refused.reason,
         "unresolvable": refused is not None and refused.unresolvable,
     }
+
+
+def free_text(shown: Mapping[str, Any]) -> str:
+    """An :func:`explain` answer's instances in a line: free of those on the node, per
+    profile (per resource where none names one), ``3g.40gb 1/2, 1g.10gb 7/7``."""
+    return ", ".join(
+        f"{i['profile'] or resource} {i['free']}/{i['on_node']}"
+        for resource, i in shown["instances"].items()
+    )

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from common.schema import MigDevice
+from coordinator.nodeview import NodeView
 from coordinator.state.reports import signals_of
 from tests.coordinator.extender.conftest import Rig
 from tests.coordinator.extender.kubejson import node, pod
@@ -109,3 +110,25 @@ def test_a_single_strategy_node_the_plugin_refuses(rig: Rig) -> None:
 def test_signals_carry_mig_gpus_only_for_a_node_with_mig_on() -> None:
     """A node without MIG holds nothing for it (one report a node per cycle)."""
     assert signals_of(build_report("plain", gpus=2)).mig_gpus == ()
+
+
+def test_the_node_view_shows_free_instances_per_profile(rig: Rig) -> None:
+    """The tile ``/debug/nodes``, ``/ui`` and ``stowage top`` read."""
+    rig.cluster.upsert_node(mig_node("mig-1", **{THREE_G: 2, ONE_G: 1}))
+    rig.cluster.upsert_pod(mig_pod("running", THREE_G, node_name="mig-1"))
+    rig.cluster.upsert_pod(mig_pod("elsewhere", ONE_G, node_name="node-a"))
+    tiles = {t["name"]: t for t in NodeView(rig.cluster).tiles(["mig-1", "node-a"])}
+    assert tiles["mig-1"]["mig_free"] == "1g.10gb 1/1, 3g.40gb 1/2"
+    assert tiles["node-a"]["mig_free"] is None
+
+
+class Unread(dict):
+    def values(self):  # type: ignore[override]
+        raise AssertionError("the pods were read for a view without a MIG node")
+
+
+def test_a_view_without_mig_nodes_reads_no_pods(rig: Rig) -> None:
+    """The pods are read for ``mig_free`` only when a node shown has MIG instances."""
+    rig.cluster.upsert_pod(pod())
+    rig.cluster.facts = Unread(rig.cluster.facts)
+    assert all(t["mig_free"] is None for t in NodeView(rig.cluster).tiles())

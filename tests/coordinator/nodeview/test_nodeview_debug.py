@@ -48,6 +48,7 @@ async def test_every_node_has_its_tile_whether_its_agent_reports_or_not(
         "throttle_reason": None,
         "gpu_unhealthy": 0,
         "gpu_health": None,
+        "mig_free": None,
         "stale": False,
         "reporting": True,
     }
@@ -65,6 +66,7 @@ async def test_every_node_has_its_tile_whether_its_agent_reports_or_not(
         "throttle_reason": None,
         "gpu_unhealthy": 0,
         "gpu_health": None,
+        "mig_free": None,
         "stale": True,
         "age_s": None,
         "reporting": False,
