@@ -24,6 +24,8 @@ from common import quantity
 from common.errors import QuantityError
 
 GPU: Final = "nvidia.com/gpu"
+MIG_PREFIX: Final = "nvidia.com/mig-"
+"""The NVIDIA device plugin's MIG instances in its mixed strategy: ``nvidia.com/mig-<profile>``."""
 HUGEPAGES_PREFIX: Final = "hugepages-"
 _QOS_RESOURCES: Final = frozenset({"cpu", "memory"})
 _POD_LEVEL_RESOURCES: Final = frozenset({"cpu", "memory"})

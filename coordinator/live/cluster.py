@@ -468,7 +468,31 @@ class LiveCluster:
         if state is None:
             return FilterResult(passing=names, passed=np.ones(len(names), dtype=bool))
         offered = self._row_memo.rows(state, names)
-        return filter_nodes(self._engine(), pod, offered, self.settings.signals)
+        result = filter_nodes(self._engine(), pod, offered, self.settings.signals)
+        return self._mig_filter(pod, names, result) if pod.mig else result
+
+    def _mig_filter(self, pod: PodRequest, names: list[str], result: FilterResult) -> FilterResult:
+        """``result`` less the passing nodes without free instances of the profiles the pod
+        asks for (:func:`coordinator.scoring.mig.verdict.refusal_on`), each with the
+        reason. It reads every pod's facts once, and is asked only for a MIG pod."""
+        judged = {n: self.node_facts[n] for n in result.passing if n in self.node_facts}
+        bound: dict[str, list[Mapping[str, int]]] = {n: [] for n in judged}
+        for facts in self.facts.values():
+            if facts.node in bound:
+                bound[facts.node].append(facts.scheduling.requests)
+        failed, unresolvable = dict(result.failed), dict(result.unresolvable)
+        for name, node in judged.items():
+            signals = self.signals.get(name)
+            gpus = [MigGpu(*g) for g in signals.mig_gpus] if signals is not None else []
+            refused = mig_verdict.refusal_on(
+                dict(pod.mig), node.allocatable, mig_verdict.in_use(bound[name]), gpus
+            )
+            if refused is not None:
+                (unresolvable if refused.unresolvable else failed)[name] = refused.reason
+        passing = [n for n in result.passing if n not in failed and n not in unresolvable]
+        kept = set(passing)
+        passed = np.fromiter((n in kept for n in names), dtype=bool, count=len(names))
+        return FilterResult(passing, failed, unresolvable, passed)
 
     def prioritize(self, pod: PodRequest, names: Iterable[str]) -> dict[str, int]:
         """0–10 per node: 10 for the node the policy would pick, the rest scaled below it."""

@@ -103,6 +103,23 @@ def _node_spec(node: Mapping[str, Any]) -> NodeSpec:
     )
 
 
+MAX_MIG_ASKS: Final = 16
+"""Most MIG resources one pod may ask for: an A100 or H100 has 7 profiles and their media
+variants; a pod asking for more is refused as malformed (the filter judges each ask on
+every node offered, so the count must be bounded)."""
+
+
+def _mig_asks(extended: Mapping[str, int], name: str) -> tuple[tuple[str, int], ...]:
+    asks = tuple(
+        sorted((r, n) for r, n in extended.items() if r.startswith(podspec.MIG_PREFIX) and n > 0)
+    )
+    if len(asks) > MAX_MIG_ASKS:
+        raise ObjectError(
+            f"pod {name}: {len(asks)} MIG resources requested, more than {MAX_MIG_ASKS}"
+        )
+    return asks
+
+
 def pod_request(pod: Mapping[str, Any], contiguity_default_b: int) -> PodRequest:
     meta = pod.get("metadata") or {}
     name = f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}"
@@ -130,6 +147,7 @@ def pod_request(pod: Mapping[str, Any], contiguity_default_b: int) -> PodRequest
         and totals.cpu_m > 0
         and totals.cpu_m % 1000 == 0,
         io_heavy=str(marks.get(IO_HEAVY, "")).lower() == "true",
+        mig=_mig_asks(totals.extended, name),
         gang=gang_of(pod),
         gang_size=gang_count(marks.get(GANG_MIN_KEY), name),
     )

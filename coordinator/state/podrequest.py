@@ -37,6 +37,9 @@ class PodRequest:
     """Guaranteed with whole CPUs: kubelet's topology manager may pin it to one NUMA node."""
     priority_class: str = ""
     """Its ``spec.priorityClassName`` ("" none): what the tenancy rule classes it by."""
+    mig: tuple[tuple[str, int], ...] = ()
+    """The MIG instances it asks for, by resource (``nvidia.com/mig-3g.40gb``, the device
+    plugin's mixed strategy) and count, sorted; empty for any other pod."""
     io_heavy: bool = False
     """Marked as doing heavy disk I/O (``stowage.io/io-heavy``): kept off nodes whose
     disks are saturated."""

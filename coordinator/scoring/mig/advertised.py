@@ -23,10 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from common.podspec import GPU, MIG_PREFIX
 from coordinator.scoring.mig.profiles import compute_of
 
-GPU: Final = "nvidia.com/gpu"
-MIG_PREFIX: Final = "nvidia.com/mig-"
 MIXED: Final = "mixed"
 SINGLE: Final = "single"
 Strategy = Literal["mixed", "single"]

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from common.podspec import GPU, MIG_PREFIX
 from coordinator.scoring.mig.advertised import (
-    GPU,
-    MIG_PREFIX,
     SINGLE,
     Advertised,
     MigGpu,
+    MigRefusal,
     advertised,
     asks_of,
     profile_of,
@@ -33,6 +33,28 @@ def in_use(bound: Iterable[Mapping[str, int]]) -> dict[str, int]:
         for resource, count in requests.items():
             total[resource] = total.get(resource, 0) + count
     return total
+
+
+def refusal_on(
+    requests: Mapping[str, int],
+    allocatable: Mapping[str, int],
+    used: Mapping[str, int],
+    gpus: Sequence[MigGpu],
+) -> MigRefusal | None:
+    """Why the node cannot give the pod its MIG instances; None when it can (or the pod
+    asks for none): the filter's verdict, the one :func:`explain` shows."""
+    asks = asks_of(requests, strategy_of(allocatable), gpus)
+    return refusal(asks, _offered(allocatable, gpus), used) if asks else None
+
+
+def _offered(allocatable: Mapping[str, int], gpus: Sequence[MigGpu]) -> Advertised:
+    """What the plugin offers on the node: its allocatable's GPUs and MIG instances, none
+    at all on a single-strategy node whose report shows GPUs the plugin refuses."""
+    single_mig = strategy_of(allocatable) == SINGLE and has_mig(allocatable, gpus)
+    return Advertised(
+        {r: n for r, n in allocatable.items() if r == GPU or r.startswith(MIG_PREFIX)},
+        advertised(gpus, SINGLE).invalid if single_mig else None,
+    )
 
 
 def has_mig(allocatable: Mapping[str, int], gpus: Sequence[MigGpu]) -> bool:
@@ -54,10 +76,7 @@ def explain(
     mig_node = has_mig(allocatable, gpus)
     if not asks and not mig_node:
         return None
-    offered = Advertised(
-        {r: n for r, n in allocatable.items() if r == GPU or r.startswith(MIG_PREFIX)},
-        advertised(gpus, SINGLE).invalid if strategy == SINGLE and mig_node else None,
-    )
+    offered = _offered(allocatable, gpus)
     refused = refusal(asks, offered, used)
     return {
         "strategy": strategy,

@@ -132,3 +132,46 @@ def test_a_view_without_mig_nodes_reads_no_pods(rig: Rig) -> None:
     rig.cluster.upsert_pod(pod())
     rig.cluster.facts = Unread(rig.cluster.facts)
     assert all(t["mig_free"] is None for t in NodeView(rig.cluster).tiles())
+
+
+FILTER = "/scheduler/filter"
+
+
+async def test_filter_refuses_nodes_without_a_free_instance_of_the_profile(rig: Rig) -> None:
+    """mig-1's one 3g is taken, mig-2 has only 1g instances, mig-3 has a 3g free; node-new
+    is not known (passes, as every node we know nothing against)."""
+    rig.cluster.upsert_node(mig_node("mig-1", **{THREE_G: 1, ONE_G: 4}))
+    rig.cluster.upsert_node(mig_node("mig-2", **{ONE_G: 7}))
+    rig.cluster.upsert_node(mig_node("mig-3", **{THREE_G: 2}))
+    rig.cluster.upsert_pod(mig_pod("running", THREE_G, node_name="mig-1"))
+    rig.cluster.upsert_pod(mig_pod("elsewhere", THREE_G, node_name="mig-3"))
+    body = {"Pod": mig_pod("p", THREE_G), "NodeNames": ["mig-1", "mig-2", "mig-3", "node-new"]}
+    status, reply = await rig.post(FILTER, body)
+    assert status == 200
+    assert reply["NodeNames"] == ["mig-3", "node-new"]
+    lacking = f"MIG: 0 {THREE_G} (3g.40gb) on the node < 1 requested"
+    assert reply["FailedNodes"] == {
+        "mig-1": f"MIG: 0 {THREE_G} (3g.40gb) free < 1 requested",
+        "mig-2": lacking,  # also here, for clients < 1.21
+    }
+    assert reply["FailedAndUnresolvableNodes"] == {"mig-2": lacking}
+    # A pod asking for no MIG instance is not judged on them.
+    status, reply = await rig.post(FILTER, {"Pod": pod(), "NodeNames": ["mig-1", "mig-2"]})
+    assert reply["NodeNames"] == ["mig-1", "mig-2"]
+
+
+async def test_a_pod_asking_for_too_many_mig_resources_is_refused() -> None:
+    from coordinator.state.kubeobjects import MAX_MIG_ASKS, ObjectError, pod_request
+
+    many = pod()
+    many["spec"]["containers"][0]["resources"]["limits"] = {
+        f"nvidia.com/mig-{k}g.{k}0gb": "1" for k in range(1, MAX_MIG_ASKS + 2)
+    }
+    try:
+        pod_request(many, 0)
+    except ObjectError as e:
+        assert str(e) == f"pod ns/p: {MAX_MIG_ASKS + 1} MIG resources requested, more than 16"
+    else:
+        raise AssertionError("accepted")
+    many["spec"]["containers"][0]["resources"]["limits"] = {THREE_G: "2", ONE_G: "1"}
+    assert pod_request(many, 0).mig == ((ONE_G, 1), (THREE_G, 2))
