@@ -979,7 +979,7 @@ class GangSettings:
     weight: float = 2.0
     """What the narrowest level's worth (0 … 1; each wider level weighs four times more)
     is worth against the policy's scores scaled onto 0 … 1: at 2 a member already on a
-    node or in a rack outweighs the policy; room on one NVLink island about equals it."""
+    node or in a rack, and room there for the whole rest, outweigh the policy."""
     topology_keys: tuple[str, ...] = TOPOLOGY_KEYS
     """Node labels naming topology domains (rack, switch, block), widest first; the node
     and, for GPU pods, its NVLink islands are the narrower levels after them."""

@@ -16,9 +16,9 @@ link matrix). At every level each domain is valued over the whole gang, 0 … 1:
 * a domain with **room for every remaining member** (:func:`members_fit`, summed over its
   nodes) is worth ½, and ¾ … 1 when members landed there already, the more the higher:
   the domain holding most of the gang wins *while it still has room for the rest*;
-* a domain without that room is worth half the share of the remaining members it can
-  hold (0 … ½): a gang that fits no single domain goes where the fewest domains will hold
-  it, the roomiest first. Landed members count in nothing here: where the gang is
+* a domain without that room is worth a quarter of the share of the remaining members it
+  can hold (0 … ¼): a gang that fits no single domain goes where the fewest domains will
+  hold it, the roomiest first. Landed members count in nothing here: where the gang is
   already split, the next member goes where most of the rest fit.
 
 Island level: which devices kubelet gave the landed members is not known (the device
@@ -29,9 +29,10 @@ A node's *term* is the sum of its domains' values, the island level's as it is a
 each wider one's :data:`LEVEL_BASE` times the next narrower one's (crossing a block
 costs more than crossing a node); the node level weighs :data:`LEVEL_BASE` for every
 pod, with or without GPUs. Prioritize adds ``gang.weight`` × term to the policy's
-scores scaled onto 0 … 1 (:func:`ranked`): at the default weight (2) a landed member
-(¼ at the node level, × 4) is worth twice the policy's whole range, so the gang gathers;
-room on one NVLink island, the narrowest level, is worth about as much as the policy.
+scores scaled onto 0 … 1 (:func:`ranked`): at the default weight (2) a landed member,
+and room for the whole rest (each at least ¼ at the node level, × 4), are worth twice the
+policy's whole range, so the gang gathers; room on one NVLink island, the narrowest level,
+is worth half as much as the policy's range.
 The term only reorders the nodes that passed the filter for this pod.
 
 **Why a pod's owner may steer this.** Membership and size are the pod owner's words (its
@@ -68,6 +69,10 @@ LEVEL_BASE: Final = 4.0
 """How much more a level weighs than the next narrower one."""
 FITS: Final = 0.5
 """A domain's worth with room for every remaining member (and none of them there yet)."""
+PARTIAL: Final = 0.25
+"""The most a domain without that room is worth (a share of it, by the members it holds):
+a quarter below :data:`FITS`, so that at the node level (× 4) and the default weight (2)
+room for the whole rest outweighs the policy's whole range."""
 MAX_MEMBERS_COUNTED: Final = 10_000
 """Most landed members of one gang a call counts. The largest training jobs run a few
 thousand pods (16,384 GPUs are 2,048 pods of 8); past this a gang is told where its first
@@ -166,7 +171,7 @@ def locality(state: ClusterState, pod: PodRequest, gang: Gang, domains: Domains)
     levels.append(_level("node", np.arange(n, dtype=np.int64), room, gang.landed, remaining, size))
     if slots is not None:
         held = np.minimum(np.minimum(island_room(state, slots) // pod.gpus, room), remaining)
-        value = np.where(held >= remaining, FITS, 0.5 * held / remaining)
+        value = np.where(held >= remaining, FITS, PARTIAL * held / remaining)
         levels.append(Level("nvlink-island", value, np.zeros(n, dtype=np.int64), held))
     depth = len(levels) if slots is None else len(levels) - 1  # the node's: 1
     weights = LEVEL_BASE ** np.arange(depth, depth - len(levels), -1, dtype=np.float64)
@@ -188,7 +193,7 @@ def _level(
     held = np.minimum(np.bincount(ids, weights=room, minlength=count), remaining)
     there = landed > 0
     gathered = FITS + there * (0.25 + 0.25 * landed / size)
-    value = np.where(held >= remaining, gathered, 0.5 * held / remaining)
+    value = np.where(held >= remaining, gathered, PARTIAL * held / remaining)
     return Level(name, value[ids], landed[ids], held[ids].astype(np.int64))
 
 

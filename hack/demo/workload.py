@@ -20,7 +20,7 @@ import numpy as np
 
 from common import podspec
 from coordinator.state.cluster import MILLI_PER_GPU, NodeSpec
-from coordinator.state.kubeobjects import GPU_MILLI, GPU_MODELS
+from coordinator.state.kubeobjects import GANG_LABEL, GANG_MIN_KEY, GPU_MILLI, GPU_MODELS
 from coordinator.state.podrequest import PodRequest
 from hack.demo.schedcache import MAX_PODS, gpu_request
 
@@ -74,6 +74,11 @@ def pod_object(pod: PodRequest, namespace: str) -> dict[str, Any]:
         annotations[GPU_MILLI] = str(pod.gpu_milli)
     if pod.gpus and pod.gpu_models:
         annotations[GPU_MODELS] = "|".join(sorted(pod.gpu_models))
+    labels = {REPLAY_LABEL: "replay"}
+    if pod.gang is not None:  # "namespace/name": the label names it in the pod's namespace
+        labels[GANG_LABEL] = pod.gang.rpartition("/")[2]
+    if pod.gang_size is not None:
+        annotations[GANG_MIN_KEY] = str(pod.gang_size)
     resources: dict[str, Any] = {"requests": requests}
     if limits:
         resources["limits"] = limits
@@ -83,7 +88,7 @@ def pod_object(pod: PodRequest, namespace: str) -> dict[str, Any]:
         "metadata": {
             "name": pod.name,
             "namespace": namespace,
-            "labels": {REPLAY_LABEL: "replay"},
+            "labels": labels,
             "annotations": annotations,
         },
         "spec": {
