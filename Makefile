@@ -32,7 +32,7 @@ test: $(BIN)/stowage
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 	-$(BIN)/python -m hack.cluster build  # a failure is the real tier's to report
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup  # tests/realcluster: one worker
 
 lint: $(BIN)/stowage
 	$(BIN)/ruff check .
