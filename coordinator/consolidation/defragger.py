@@ -17,9 +17,11 @@ meanwhile is dropped and planned again next cycle.
 Once the executor has carried a migration out (every moved pod evicted, not in dry
 run), the pending pod is nominated to the node it was made room on
 (:mod:`coordinator.live.nominations`), as a preemption's is: every replica's filter
-holds that room for it, and each moved pod's destination is reserved for its
-replacement (:mod:`coordinator.consolidation.reserver`): every replica's filter steers
-the replacement there and keeps other pods off that room. A dry run reserves nothing. A
+holds that room for it; and each moved pod's destination is reserved for its
+replacement (:mod:`coordinator.consolidation.reserver`) right before the executor gets
+the round, since the controller recreates the pod the moment it is evicted: every
+replica's filter steers the replacement there and keeps other pods off that room. A dry
+run reserves nothing. A
 pod that gets no migration is told why once per reason, by an ``EvictionNotPlanned``
 Event on it (``defrag: …``).
 """
@@ -149,9 +151,9 @@ class Defragger:
         return await self.act(planned, cluster)
 
     async def act(self, planned: Round, live: LiveCluster | None = None) -> Round:
-        """Hand each migration still valid on ``live`` to the executor, nominating its
-        pending pod and reserving its moved pods' new homes once it is carried out; tell
-        each new refusal."""
+        """Hand each migration still valid on ``live`` to the executor (its moved pods'
+        new homes reserved first), nominating its pending pod once it is carried out;
+        tell each new refusal."""
         for entry in planned.answers:
             answer = entry.answer
             if isinstance(answer, Refusal):
@@ -162,11 +164,11 @@ class Defragger:
             if stale is not None:
                 log.info("migration for %s: plan dropped: %s", entry.pod, stale)
                 continue
+            if self._reserver is not None and not self._executor.dry_run:
+                await self._reserver.reserve(answer.moves, answer.pod)  # before: see the module
             decision = await self._executor.consider(answer.plan)
-            if decision == "evicted":  # not "dry-run": nothing moved, nothing is held
+            if decision == "evicted":
                 await self._nominate(answer.plan)
-                if self._reserver is not None:
-                    await self._reserver.reserve(answer.moves, entry.pod)
         return planned
 
     async def _refused(self, pod: str, refusal: Refusal) -> None:

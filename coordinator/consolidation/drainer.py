@@ -21,10 +21,9 @@ since is left for the next cycle. Then
 * a node draining whose pods are all gone stays tainted (``ConsolidationDrained``, once):
   it is free for the cluster autoscaler to remove.
 
-Once a round is carried out whole (every pod evicted: never in dry run, nor a round the
-caps cut short), each moved pod's destination is reserved for its replacement
-(:mod:`coordinator.consolidation.reserver`), so it lands where the plan placed it; the
-reservations end when the drain is abandoned.
+Each moved pod's destination is reserved for its replacement right before the executor
+gets the round (:mod:`coordinator.consolidation.reserver`; never in dry run), so it lands
+where the plan placed it; the reservations end with the drain, abandoned or done.
 
 With ``drain.enabled`` false every node the taint is on gets it taken off: switching
 drains off puts the nodes back. Every write passes the lease's fence right before it is
@@ -158,9 +157,9 @@ class Drainer:
                     )
                 else:
                     continue  # not tainted: no pod moves
-            decision = await self._executor.consider(drain.plan)
-            if decision == "evicted" and self._reserver is not None:  # not "dry-run"
+            if self._reserver is not None and not self._executor.dry_run:
                 await self._reserver.reserve(drain.moves, for_drain(drain.node))
+            await self._executor.consider(drain.plan)
         return plan
 
     async def _lift(self, nodes: Mapping[str, feasibility.Node]) -> None:

@@ -3,17 +3,20 @@ replacements, and ending those reservations (:mod:`coordinator.live.nominations`
 a reservation is and how every replica's filter holds it).
 
 A plan moves a pod by evicting it; its controller creates the replacement, which the
-plan counted on landing on the destination it found room on. So once the executor has
-carried a round out (every moved pod evicted — never in dry run, nor for a round the caps
-cut short), each moved pod's destination is reserved for ``evictions.reservation_ttl_s``,
-keyed by the namespace and its controller's uid as the plan saw them (on the live pod,
-before the eviction), and told by a ``RoomReserved`` Event on the node. Each cycle the
+plan counted on landing on the destination it found room on. The controller does so the
+moment the eviction is accepted, and kube-scheduler may place it within milliseconds — so
+each moved pod's destination is reserved *before* the executor gets the round (never in
+dry run), for ``evictions.reservation_ttl_s``, keyed by the namespace and its
+controller's uid as the plan saw them (on the live pod), and told by a ``RoomReserved``
+Event on the node. While the moved pod is still there (the round refused, awaiting
+approval, cut short) a reservation holds nothing — no replacement of it is pending — and
+the next cycle's same plan finds it in place (its time renewed, told once). Each cycle the
 leader drops a reservation
 
-* once it holds room for no pending pod — no pod of that controller is pending in the
-  namespace, but for those holding room elsewhere: the replacement was bound (the
-  controller creates it the moment the eviction is accepted, so by the next cycle it
-  exists) — ``ReservationReleased``;
+* once the moved pod is gone and the reservation holds room for no pending pod (none of
+  that controller is pending in the namespace, but for those holding room elsewhere): the
+  replacement was bound (the controller creates it the moment the eviction is accepted,
+  so by the next cycle it exists) — ``ReservationReleased``;
 * once its plan is dropped: the pending pod a migration made room for is gone, or the
   drain's node is no longer tainted for draining (abandoned) — ``ReservationReleased``;
 * when it expires unused — ``ReservationExpired``.
@@ -67,10 +70,10 @@ class Reserver:
         self._recorder = recorder
 
     async def reserve(self, moves: Iterable[Move], made_for: str) -> list[Nomination]:
-        """Reserve each of ``moves``' destination for its pod's replacement (called once
-        the round moving them was carried out); ``made_for`` is the pending pod's
-        ``ns/name``, or :func:`for_drain`. A moved pod without a controller the live view
-        knows gets none (nothing recreates it). What was written."""
+        """Reserve each of ``moves``' destination for its pod's replacement (called right
+        before the round moving them goes to the executor); ``made_for`` is the pending
+        pod's ``ns/name``, or :func:`for_drain`. A moved pod without a controller the live
+        view knows gets none (nothing recreates it). What was written."""
         cluster = self._cluster
         now = cluster.clock.wall()
         until = now + self._settings.reservation_ttl_s
@@ -84,15 +87,17 @@ class Reserver:
         written: list[Nomination] = []
         for node, new in sorted(by_node.items()):
             keys = {e.who for e in new}
-            kept = tuple(
-                e for e in cluster.nominations.on(node) if e.until > now and e.who not in keys
-            )
+            there = cluster.nominations.on(node)
+            told = {e.who for e in there if e.until > now}  # the same plan's, a cycle ago
+            kept = tuple(e for e in there if e.until > now and e.who not in keys)
             if not await self._write(node, (*kept, *new), now):
                 continue
             held = {e.who for e in cluster.nominations.on(node)}
             for entry in new:
                 if entry.who in held:
                     written.append(entry)
+                    if entry.who in told:
+                        continue
                     await self._tell(
                         entry,
                         RESERVED,
@@ -108,18 +113,24 @@ class Reserver:
         now = cluster.clock.wall()
         holding = {entry for entry, holder in cluster.held_room() if holder is not None}
         for node in cluster.nominations.nodes():
-            entries = cluster.nominations.on(node)
-            kept: list[Nomination] = []
-            ended: list[tuple[Nomination, str, str]] = []
-            for entry in entries:
-                why = None if not entry.reservation else self._done(entry, now, entry in holding)
-                if why is None:
-                    kept.append(entry)
-                else:
-                    ended.append((entry, *why))
-            if ended and await self._write(node, tuple(kept), now):
-                for entry, reason, message in ended:
-                    await self._tell(entry, reason, message)
+            ended = {
+                entry: why
+                for entry in cluster.nominations.on(node)
+                if entry.reservation
+                and (why := self._done(entry, now, entry in holding)) is not None
+            }
+            await self._end(node, ended)
+
+    async def _end(self, node: str, ended: dict[Nomination, tuple[str, str]]) -> None:
+        """Write ``node``'s nominations without ``ended``, telling each its (reason,
+        message) once written."""
+        if not ended:
+            return
+        cluster = self._cluster
+        kept = tuple(e for e in cluster.nominations.on(node) if e not in ended)
+        if await self._write(node, kept, cluster.clock.wall()):
+            for entry, (reason, message) in ended.items():
+                await self._tell(entry, reason, message)
 
     def _done(self, entry: Nomination, now: float, holding: bool) -> tuple[str, str] | None:
         """(reason, message) when ``entry`` (``holding`` room for a pending pod now) is
@@ -131,7 +142,7 @@ class Reserver:
                 f"the room on {entry.node} held for the replacement of {entry.pod} was not"
                 f" used within {ttl:g}s: it is open to other pods again"
             )
-        if not holding:
+        if entry.pod not in cluster.pods and not holding:
             return RELEASED, (
                 f"no pod of {entry.pod}'s controller is pending: its replacement was"
                 f" placed (room on {entry.node} released)"

@@ -151,6 +151,8 @@ async def test_a_carried_out_migration_reserves_each_moved_pods_new_home(make: M
 async def test_the_reservation_ends_once_the_replacement_is_bound(make: Make) -> None:
     leader = make(evict=True)
     await leader.migrate()
+    await leader.reserver.tidy()
+    assert len(leader.reserved("n1")) == 1  # small not gone yet (terminating)
     leader.moved()
     leader.replacement("small-2")
     await leader.reserver.tidy()
