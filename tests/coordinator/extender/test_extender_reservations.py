@@ -153,3 +153,14 @@ def test_written_nominations_keep_the_newest_that_fit() -> None:
     assert text is not None and len(text) <= nominations.MAX_VALUE_B
     kept = nominations.parse("n", text)
     assert kept == entries[-len(kept) :] and 0 < len(kept) < len(entries)
+
+
+async def test_naming_the_controller_from_another_namespace_claims_nothing(rig: Rig) -> None:
+    """Before the replacement exists, a pod of another namespace naming the same
+    controller uid (in a request, the watch not having it) is not given the home."""
+    reserve(rig, 60, "gpu-1")
+    assert await filtered(rig, replica("web-x", "uid-x", namespace="other-team")) == [
+        "gpu-1",
+        "gpu-2",
+    ]
+    assert await filtered(rig, replica("web-new", "uid-new")) == ["gpu-1"]
