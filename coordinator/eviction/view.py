@@ -174,4 +174,5 @@ def given_back(
     out.numa_cpus = [state.numa_cpus[i] for i in rows.tolist()]
     out.pod_numa = [state.pod_numa[i] for i in rows.tolist()]
     out.occupants = [state.occupants[i] for i in rows.tolist()]
+    out.tenancy_memo = [state.tenancy_memo[i] for i in rows.tolist()]
     return out

@@ -85,6 +85,11 @@ class Classes:
             frozenset(settings.infrastructure_namespaces),
         )
 
+    @property
+    def key(self) -> tuple[frozenset[str], ...]:
+        """What :func:`occupancy` depends on of the classing."""
+        return (self.training, self.inference, self.infrastructure)
+
     def classes(self, priority_class: str) -> frozenset[str]:
         """The classes a pod of ``priority_class`` counts as."""
         if priority_class in self.training:
@@ -93,11 +98,15 @@ class Classes:
             return frozenset({INFERENCE})
         return UNCLASSED
 
+    @property
+    def exclusive(self) -> bool:
+        """Every other tenant is kept apart, whatever its class."""
+        return self.settings.rule == "exclusive"
+
     def apart(self, mine: frozenset[str], theirs: frozenset[str]) -> bool:
-        """Whether pods of two tenants, of these classes, must not share a NUMA node."""
-        if self.settings.rule == "exclusive":
-            return True
-        return len(mine) > 1 or mine != theirs  # split: unless both of one and the same class
+        """Under the split rule, whether pods of two tenants of these classes must not share
+        a NUMA node: unless both are of one and the same class."""
+        return len(mine) > 1 or mine != theirs
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,32 +128,70 @@ class NodeTenancy:
     with enough CPUs; for any other pod all of them, or none."""
 
 
-def judge(state: ClusterState, i: int, pod: PodRequest, classes: Classes) -> NodeTenancy:
-    """The rule's view of node ``i`` for ``pod`` (a pod of an infrastructure namespace
-    has no tenant: call only for others)."""
+Zone = tuple[int, int, frozenset[str], frozenset[tuple[str, frozenset[str]]]]
+"""A NUMA node's id, its CPUs, the tenants with pods on it, and each of those tenants with
+the classes of a pod of theirs there."""
+
+
+def occupancy(state: ClusterState, i: int, classes: Classes) -> tuple[Zone, ...]:
+    """Node ``i``'s NUMA nodes and who is on them (one zone, the whole node, where its report
+    has none; a pod not placed, or placed on NUMA nodes the report does not have, on every
+    one). Worked out once per change of the node's pods or report, not per question: kept
+    in ``state.tenancy_memo`` under the classing it was worked out by."""
+    memo = state.tenancy_memo[i]
+    if isinstance(memo, tuple) and memo[0] == classes.key:
+        found: tuple[Zone, ...] = memo[1]
+        return found
     zones = state.numa_cpus[i] or ((0, int(state.cpu_cap[i]) // 1000),)
     ids = frozenset([z for z, _ in zones])
-    tenant, mine = pod.namespace, classes.classes(pod.priority_class)
+    tenants: dict[int, set[str]] = {z: set() for z in ids}
+    kinds: dict[int, set[tuple[str, frozenset[str]]]] = {z: set() for z in ids}
     placed = state.pod_numa[i]
-    kept: set[int] = set()
-    same: set[int] = set()
-    others: set[str] = set()
     for uid, (namespace, priority_class) in state.occupants[i].items():
         if namespace in classes.infrastructure:
             continue
         where = placed.get(uid)
         on = ids if where is None or not ids.issuperset(where) else where
-        if namespace == tenant:
-            same.update(on)
-        elif classes.apart(mine, classes.classes(priority_class)):
-            kept.update(on)
-            others.add(namespace)
+        kind = (namespace, classes.classes(priority_class))
+        for z in on:
+            tenants[z].add(namespace)
+            kinds[z].add(kind)
+    found = tuple([(z, cpus, frozenset(tenants[z]), frozenset(kinds[z])) for z, cpus in zones])
+    state.tenancy_memo[i] = (classes.key, found)
+    return found
+
+
+def judge(state: ClusterState, i: int, pod: PodRequest, classes: Classes) -> NodeTenancy:
+    """The rule's view of node ``i`` for ``pod`` (a pod of an infrastructure namespace
+    has no tenant: call only for others)."""
+    zones = occupancy(state, i, classes)
+    tenant, mine = pod.namespace, classes.classes(pod.priority_class)
+    kept: set[int] = set()
+    same: set[int] = set()
+    others: set[str] = set()
+    for z, _, tenants, kinds in zones:
+        if tenant in tenants:
+            same.add(z)
+            if len(tenants) == 1:
+                continue  # its own tenant alone
+        elif not tenants:
+            continue
+        if classes.exclusive:
+            kept.add(z)
+            others.update(tenants)
+            continue
+        for namespace, theirs in kinds:
+            if namespace != tenant and classes.apart(mine, theirs):
+                kept.add(z)
+                others.add(namespace)
+    others.discard(tenant)
     pinned = pod.numa_aligned and state.topology_policy[i] in ALIGNING_POLICIES
     if pinned:
-        free = tuple([z for z, cpus in zones if z not in kept and cpus * 1000 >= pod.cpu_m])
+        free = tuple([z for z, cpus, _, _ in zones if z not in kept and cpus * 1000 >= pod.cpu_m])
     else:
-        free = () if kept else tuple([z for z, _ in zones])
-    return NodeTenancy(zones, frozenset(kept), len(others), frozenset(same), pinned, free)
+        free = () if kept else tuple([z for z, _, _, _ in zones])
+    sizes = tuple([(z, cpus) for z, cpus, _, _ in zones])
+    return NodeTenancy(sizes, frozenset(kept), len(others), frozenset(same), pinned, free)
 
 
 def reason(found: NodeTenancy, pod: PodRequest, rule: str) -> str:

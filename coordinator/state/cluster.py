@@ -116,6 +116,9 @@ class ClusterState:
         self.occupants: list[dict[str, tuple[str, str]]] = [{} for _ in range(n)]
         """Per node, the pods it holds (bound or assumed) by uid: their namespace and
         PriorityClass, what the tenancy rule judges (:meth:`occupy`)."""
+        self.tenancy_memo: list[object | None] = [None] * n
+        """Per node, what the tenancy rule worked out of :attr:`occupants` and
+        :attr:`pod_numa` (:mod:`coordinator.scoring.tenancy`); None once either changes."""
 
     def __len__(self) -> int:
         return len(self.names)
@@ -190,17 +193,21 @@ class ClusterState:
         self.gpu_reported[i] = signals.gpu_devices
         self.io_pressure_pct[i] = signals.io_pressure_pct
         self.disks[i] = signals.disks
-        self.numa_cpus[i] = tuple([(z.node, z.cpu_count) for z in signals.numa])
-        self.pod_numa[i] = dict(signals.pod_numa)
+        zones, placed = tuple([(z.node, z.cpu_count) for z in signals.numa]), dict(signals.pod_numa)
+        if zones != self.numa_cpus[i] or placed != self.pod_numa[i]:  # as a rule, as they were
+            self.numa_cpus[i], self.pod_numa[i] = zones, placed
+            self.tenancy_memo[i] = None
         self.version[i] += 1
 
     def occupy(self, i: int, uid: str, namespace: str, priority_class: str) -> None:
         """Pod ``uid`` is held on node ``i`` (with :meth:`allocate`, by whoever holds it)."""
         self.occupants[i][uid] = (namespace, priority_class)
+        self.tenancy_memo[i] = None
 
     def vacate(self, i: int, uid: str) -> None:
         """Pod ``uid`` no longer holds node ``i``."""
-        self.occupants[i].pop(uid, None)
+        if self.occupants[i].pop(uid, None) is not None:
+            self.tenancy_memo[i] = None
 
     def mem_free_effective(self) -> npt.NDArray[np.int64]:
         """Free memory per node, lowered where the agent found less really allocatable than
