@@ -312,10 +312,24 @@ def test_the_eviction_planner_skips_the_refused_node_and_a_what_if_state_refuses
 
 def test_a_pod_that_leaves_keeps_no_one_apart() -> None:
     cluster = Cluster("exclusive")
-    cluster.run(kube_pod("a1", "team-a"), [0, 1])
+    cluster.run(kube_pod("a1", "team-a"), [0])
+    cluster.run(kube_pod("a2", "team-a"), [1])
     assert "n1" in cluster.refused(kube_pod("b1", "team-b"))
-    cluster.live.remove_pod(kube_pod("a1", "team-a", "n1"))
-    assert cluster.refused(kube_pod("b1", "team-b")) == {}
+    cluster.live.remove_pod(kube_pod("a2", "team-a", "n1"))
+    assert cluster.refused(kube_pod("b1", "team-b")) == {}  # NUMA node 1 is free again
+
+
+def test_what_is_worked_out_of_a_node_holds_for_one_classing_only() -> None:
+    cluster = Cluster("exclusive")
+    cluster.run(kube_pod("a1", "team-a"), [0, 1])
+    state, b1 = cluster.live.state, request(kube_pod("b1", "team-b"))
+    assert state is not None
+    rows = np.arange(len(state))
+    counted = tenancy.refused(state, b1, rows, TenancySettings(rule="exclusive"))
+    assert counted is not None and counted[0].tolist() == [True, False]
+    shared = TenancySettings(rule="exclusive", infrastructure_namespaces=["team-a"])
+    ignored = tenancy.refused(state, b1, rows, shared)
+    assert ignored is not None and ignored[0].tolist() == [False, False]
 
 
 def test_an_unchanged_pods_section_keeps_the_placements() -> None:
