@@ -4,12 +4,32 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.hosts import FIXTURES, FakeClock
 
 pytest_plugins = ["tests.realcgroup"]
+
+REAL_CLUSTER = "tests/realcluster/"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under ``-n N --dist loadgroup`` (``make test``): every test of
+    ``tests/realcluster`` in one unit of work, run on one worker with the session's one
+    control plane (the largest unit, so it starts first), every other test on its own.
+    pytest-xdist's own grouping by ``xdist_group`` renames the tests' node ids, which
+    pytest 9 no longer allows: without this its groups quietly split across workers."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class RealClusterTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return REAL_CLUSTER if nodeid.startswith(REAL_CLUSTER) else nodeid
+
+    return RealClusterTogether(config, log)
 
 
 @pytest.fixture

@@ -20,15 +20,12 @@ from tests.realcluster.kit import Cluster
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test here ``realcluster`` and put them in one ``xdist_group``: under
-    ``--dist loadgroup`` (``make test``) they all run on one worker, which starts the
-    session's control plane once, and the others share out the rest of the suite."""
+    """Mark every test here ``realcluster`` (under ``make test``'s workers they all run on
+    one: ``pytest_xdist_make_scheduler`` in ``tests/conftest.py``)."""
     for item in items:
         if HERE in Path(item.fspath).resolve().parents:
             item.add_marker(pytest.mark.realcluster)
-            item.add_marker(pytest.mark.xdist_group("realcluster"))
 
 
 @pytest.fixture(scope="session")
