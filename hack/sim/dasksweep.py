@@ -47,7 +47,9 @@ def run(
                 n_workers=max(1, jobs),
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                # A port the kernel picks: None means dask's fixed 8787, which a second
+                # sweep on the machine (the other test worker) then finds taken.
+                dashboard_address=":0",
             )
             stack.enter_context(cluster)
             client = stack.enter_context(Client(cluster))
