@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -84,6 +83,7 @@ from hack.bench.trace_replay import (
     draw_nodes,
     load_trace,
     node_object,
+    seed_table,
 )
 from hack.sim.trace import DEFAULT_NODES, DEFAULT_PODS, TraceError, load_nodes
 
@@ -317,22 +317,7 @@ COLUMNS: Final = (
 
 
 def table(workload: Mapping[str, Any]) -> list[str]:
-    lines = [f"{'seed':>5} {'variant':<8}" + "".join(f"{h:>14}" for _, h in COLUMNS)]
-    for row in workload["seeds"]:
-        for variant in VARIANTS:
-            cells = "".join(f"{_cell(row[variant][k]):>14}" for k, _ in COLUMNS)
-            lines.append(f"{row['seed']:>5} {variant:<8}{cells}")
-    for variant in VARIANTS:
-        means = []
-        for key, _ in COLUMNS:
-            values = [r[variant][key] for r in workload["seeds"] if r[variant][key] is not None]
-            means.append(_cell(round(statistics.fmean(values), 2)) if values else "-")
-        lines.append(f"{'mean':>5} {variant:<8}" + "".join(f"{m:>14}" for m in means))
-    return lines
-
-
-def _cell(value: object) -> str:
-    return "-" if value is None else str(value)
+    return seed_table(workload["seeds"], VARIANTS, COLUMNS, 8)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -65,6 +65,7 @@ from hack.bench.trace_replay import (
     draw_nodes,
     load_trace,
     pod_object,
+    seed_table,
 )
 from hack.sim.trace import DEFAULT_NODES, DEFAULT_PODS, TraceError, load_nodes
 
@@ -246,22 +247,7 @@ COLUMNS: Final = (
 
 
 def table(out: dict[str, Any]) -> list[str]:
-    lines = [f"{'seed':>5} {'variant':<11}" + "".join(f"{h:>14}" for _, h in COLUMNS)]
-    for row in out["seeds"]:
-        for label, _ in VARIANTS:
-            cells = "".join(f"{_cell(row[label][k]):>14}" for k, _ in COLUMNS)
-            lines.append(f"{row['seed']:>5} {label:<11}{cells}")
-    for label, _ in VARIANTS:
-        means = []
-        for key, _ in COLUMNS:
-            values = [r[label][key] for r in out["seeds"] if r[label][key] is not None]
-            means.append(_cell(round(statistics.fmean(values), 2)) if values else "-")
-        lines.append(f"{'mean':>5} {label:<11}" + "".join(f"{m:>14}" for m in means))
-    return lines
-
-
-def _cell(value: object) -> str:
-    return "-" if value is None else str(value)
+    return seed_table(out["seeds"], [label for label, _ in VARIANTS], COLUMNS, 11)
 
 
 def main(argv: list[str] | None = None) -> int:

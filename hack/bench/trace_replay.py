@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import heapq
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -357,3 +358,30 @@ def pod_object(uid: str, request: PodRequest, node: str | None) -> dict[str, Any
         "spec": spec,
         "status": {"phase": "Running" if node else "Pending"},
     }
+
+
+def seed_table(
+    seeds: Sequence[Mapping[str, Any]],
+    variants: Sequence[str],
+    columns: Sequence[tuple[str, str]],
+    width: int,
+) -> list[str]:
+    """A replay's figures as text: a row per seed and variant, then each variant's means
+    over the seeds (a figure a seed has no value for, None, is left out of its mean).
+    ``columns`` are (key, heading); ``width`` is the variant column's."""
+    lines = [f"{'seed':>5} {'variant':<{width}}" + "".join(f"{h:>14}" for _, h in columns)]
+    for row in seeds:
+        for variant in variants:
+            cells = "".join(f"{_cell(row[variant][k]):>14}" for k, _ in columns)
+            lines.append(f"{row['seed']:>5} {variant:<{width}}{cells}")
+    for variant in variants:
+        means = []
+        for key, _ in columns:
+            values = [r[variant][key] for r in seeds if r[variant][key] is not None]
+            means.append(_cell(round(statistics.fmean(values), 2)) if values else "-")
+        lines.append(f"{'mean':>5} {variant:<{width}}" + "".join(f"{m:>14}" for m in means))
+    return lines
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else str(value)
