@@ -29,9 +29,8 @@ from typing import Any, Final
 
 from msgspec import structs
 
-from common.schema import Absent, MemfragSection, NodeReport, PodsSection
+from common.schema import UNCHANGED, Absent, MemfragSection, NodeReport, PodsSection
 
-UNCHANGED: Final = Absent("unchanged")
 REFRESH_ONLY: Final = Absent("refresh-only")
 """The reason a memfrag detail field is absent: it goes out with whole reports only."""
 

@@ -76,6 +76,12 @@ def is_absent(value: object) -> TypeIs[Absent]:
     return isinstance(value, str)
 
 
+UNCHANGED: Final = Absent("unchanged")
+"""The pods section's absent reason while it equals the one last delivered: the agent sends
+it between whole reports, and the coordinator keeps the pods (and their NUMA placements)
+it had for the node."""
+
+
 class _Record(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
     """Base of every schema struct: immutable, built by keyword, and strict on decode (a
     key that is no field is an error, not silently dropped).

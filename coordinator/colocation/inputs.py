@@ -38,6 +38,7 @@ from typing import Final
 from common.qos import BE, classify
 from common.schema import (
     MAX_BE_PODS,
+    UNCHANGED,
     Absent,
     Enforcement,
     NodeReport,
@@ -47,8 +48,6 @@ from common.schema import (
 )
 
 FINISHED: Final = frozenset({"Succeeded", "Failed"})
-UNCHANGED: Final = "unchanged"
-"""The pods section's absent reason when it equals the one last delivered."""
 
 
 class Source(StrEnum):

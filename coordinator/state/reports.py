@@ -7,9 +7,9 @@ uses the rate over the agent's last interval where there is one (avg10 lags by ~
 from __future__ import annotations
 
 import math
-from typing import Final
 
 from common.schema import (
+    UNCHANGED,
     AllocatableSection,
     GpuSection,
     MemfragSection,
@@ -25,9 +25,6 @@ from common.schema import (
 )
 from coordinator.state.signals import GpuFault, Links, NodeSignals, NumaZone
 
-UNCHANGED: Final = "unchanged"
-"""The pods section's absent reason while it equals the one last delivered
-(``agent.reportdelta.UNCHANGED``)."""
 _SHARED_LINKS_MAX = 1024
 """Distinct NVLink matrices kept for sharing: a fleet has a few hardware kinds; past this
 many the table starts over, so a node reporting a new matrix each time costs no memory."""
