@@ -53,7 +53,7 @@ import numpy as np
 
 from coordinator import feasibility
 from coordinator.config import DefragSettings, EvictionSettings
-from coordinator.consolidation.drain import Move, _size
+from coordinator.consolidation.drain import Move, largest_first
 from coordinator.consolidation.placer import Placer
 from coordinator.eviction.answers import (
     NO_DEADLINE,
@@ -350,7 +350,7 @@ class _Search:
             self._placer = Placer(view, closed=set())
         placer = self._placer
         placer.closed = {*view.promised, *(view.held[u].node for u in taken)}  # ``node`` too
-        order = sorted(taken, key=lambda u: _size(view, u))  # largest first
+        order = sorted(taken, key=lambda u: largest_first(view, u))
         originals = placer.lift(taken)
         placed: list[tuple[str, Placement]] = []
         try:

@@ -128,7 +128,7 @@ def plan_drains(
             continue
         pods = sorted(
             (u for u in view.on_node.get(node, ()) if not view.pods[u].daemon),
-            key=lambda u: _size(view, u),
+            key=lambda u: largest_first(view, u),
         )
         why = _refused_node(view, node, tainted or not pods, drains, placer, settings, now)
         if why is not None:
@@ -253,7 +253,7 @@ def _why_not(rules: _Rules, view: ClusterView, uid: str) -> str:
     return f"{facts.key} is {level}: a drain moves pods up to drain.max_level only"
 
 
-def _size(view: ClusterView, uid: str) -> tuple[int, int, int, str]:
+def largest_first(view: ClusterView, uid: str) -> tuple[int, int, int, str]:
     """Largest first: GPUs, then CPU, then memory (first-fit decreasing)."""
     r = view.pods[uid].request
     return (-r.gpus, -r.cpu_m, -r.mem_b, uid)

@@ -50,7 +50,7 @@ from typing import Any, Final
 
 from coordinator.config import DefragSettings, EvictionSettings
 from coordinator.consolidation.defrag import plan_migration
-from coordinator.consolidation.drain import _size
+from coordinator.consolidation.drain import largest_first
 from coordinator.eviction.answers import Refusal
 from coordinator.state.cluster import NodeSpec, Placement
 from coordinator.state.podfacts import pod_facts
@@ -187,7 +187,8 @@ class Replay(TraceReplay):
             return
         # the planner placed the moved pods largest first: so they go
         destination = {m.uid: m.destination for m in answer.moves}
-        self.move([(u, destination[u]) for u in sorted(destination, key=lambda u: _size(view, u))])
+        order = sorted(destination, key=lambda u: largest_first(view, u))
+        self.move([(u, destination[u]) for u in order])
         self.outcome.moved += len(destination)
         row = self.state.index[answer.node]
         placement = Placement(row, self.policy.devices(self.state, row, request))
